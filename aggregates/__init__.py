@@ -1,0 +1,3 @@
+"""Chart instances as event-sourced aggregates."""
+
+__all__: list[str] = []

@@ -1,0 +1,281 @@
+"""Child sites inside a macrostep: births, fan-out membership, outcomes, retries.
+
+The interpreter never runs a child. It keeps one :class:`ChildSlot` per
+``(site, key)`` in the snapshot and returns effects (birth, retry, resume,
+cancel) that the engine commits and enacts. Outcomes come back as events
+carrying the child's :class:`InvokeId`; any that name an older generation
+than the slot's current one are stale and rejected.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from statechart._effects import BirthChild, CancelChild, RejectedEvent, ResumeChild, RetryChild, SendToChild
+from statechart._event import Event, EventKind, InvokeId, JsonValue
+from statechart._model import Site
+from statechart._snapshot import ChildSlot, SlotStatus
+
+if TYPE_CHECKING:
+    from statechart._interpreter import Run
+
+
+class Verdict(enum.Enum):
+    """What to do with an event that came from a child."""
+
+    DELIVER = "deliver"
+    """Select transitions on it as usual."""
+    ABSORBED = "absorbed"
+    """Handled by the site itself (retry, fan-out member); only stabilise."""
+    REJECTED = "rejected"
+    """Stale or unknown: the snapshot must not change."""
+
+
+def _lineage(run: Run, site: Site) -> tuple[str, ...]:
+    return run.lineage + ((site.group,) if site.group is not None else ())
+
+
+def _failed_slot(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
+    run.slots[(site.id, key)] = ChildSlot(
+        site.id, key, 0, 0, SlotStatus.FAILED, run.chart.ids[state], input, run.steps
+    )
+
+
+def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
+    """Decide a first incarnation for ``(site, key)``, or refuse it past ``max_depth``."""
+    if site.group is not None and site.max_depth is not None:
+        depth = run.lineage.count(site.group) + 1
+        if depth > site.max_depth:
+            _failed_slot(run, state, site, key, input)
+            run.internal.append(
+                Event(
+                    f"error.invoke.{site.id}",
+                    {
+                        "reason": "max_depth",
+                        "group": site.group,
+                        "depth": depth,
+                        "max_depth": site.max_depth,
+                        "key": key,
+                    },
+                    EventKind.PLATFORM,
+                    invoke_id=InvokeId(site.id, key, 0),
+                )
+            )
+            return
+    generation = run.next_generation
+    run.next_generation += 1
+    invoke_id = InvokeId(site.id, key, generation)
+    state_id = run.chart.ids[state]
+    run.slots[(site.id, key)] = ChildSlot(
+        site.id, key, generation, 1, SlotStatus.RUNNING, state_id, input, run.steps
+    )
+    run.effects.append(
+        BirthChild(invoke_id, site.chart, site.task, input, 1, _lineage(run, site), state_id)
+    )
+
+
+def _drop(run: Run, slot: ChildSlot) -> None:
+    if slot.status is SlotStatus.RUNNING:
+        run.effects.append(CancelChild(slot.invoke_id))
+    elif slot.status is SlotStatus.RETRYING:
+        run.cancel_timer(_retry_timer(slot))
+    del run.slots[(slot.site, slot.key)]
+
+
+def _retry_timer(slot: ChildSlot) -> str:
+    return f"retry.{slot.site}.{slot.key}" if slot.key else f"retry.{slot.site}"
+
+
+def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None:
+    assert site.members is not None
+    try:
+        members = site.members(run.context)  # type: ignore[arg-type]
+        if not isinstance(members, Mapping) or not all(isinstance(k, str) for k in members):
+            raise TypeError(f"map of site {site.id!r} must return a mapping of str keys, got {members!r}")
+        return members
+    except Exception as error:  # noqa: BLE001 - reported as error.execution
+        run.fail(run.chart.ids[state], f"map of site {site.id}", error)
+        return None
+
+
+def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue]:
+    if not callable(site.input):
+        return True, site.input
+    try:
+        value: JsonValue = site.input(run.context)
+        return True, value
+    except Exception as error:  # noqa: BLE001 - reported as error.execution
+        run.fail(run.chart.ids[state], f"input of site {site.id}", error)
+        return False, None
+
+
+def reconcile_sites(run: Run) -> None:
+    """Start the sites of active states (SCXML's ``statesToInvoke``) and follow fan-out membership.
+
+    A state entered in this macrostep births its children. A fan-out site of
+    a state that stays active follows its membership when the context
+    changed: new keys are born, removed keys are cancelled and forgotten (a
+    re-added key is a fresh generation at attempt 1).
+    """
+    chart = run.chart
+    context_changed = run.context is not run.reconciled_context
+    for state in chart.site_states:
+        if state not in run.config:
+            continue
+        entered = state in run.entered
+        for site in chart.sites[state]:
+            if site.members is None:
+                if (site.id, "") not in run.slots:
+                    ok, value = _input(run, state, site)
+                    if ok:
+                        birth(run, state, site, "", value)
+                    else:
+                        _failed_slot(run, state, site, "", None)
+                continue
+            if not (entered or context_changed):
+                continue
+            members = _members(run, state, site)
+            if members is None:
+                continue
+            current = [slot for slot in run.slots.values() if slot.site == site.id]
+            for slot in current:
+                if slot.key not in members:
+                    _drop(run, slot)
+            for key, value in members.items():
+                if (site.id, key) not in run.slots:
+                    birth(run, state, site, key, value)
+            if entered and not members:
+                run.internal.append(Event(f"done.invoke.{site.id}", {}, EventKind.PLATFORM))
+    run.entered.clear()
+    run.reconciled_context = run.context
+
+
+def cancel_state_children(run: Run, state: int) -> None:
+    """Cancel and forget every slot of the sites on ``state`` (it is being exited)."""
+    for site in run.chart.sites[state]:
+        for slot in [s for s in run.slots.values() if s.site == site.id]:
+            _drop(run, slot)
+
+
+def send_to_children(run: Run, site_id: str, key: str | None, event: Event) -> None:
+    """Deliver ``event`` to the running incarnations of a site (one key, or all)."""
+    targets = [
+        slot
+        for slot in run.slots.values()
+        if slot.site == site_id and slot.status is SlotStatus.RUNNING and (key is None or slot.key == key)
+    ]
+    if not targets:
+        run.internal.append(
+            Event(
+                "error.communication",
+                {"site": site_id, "key": key, "event": event.name, "reason": "no running child"},
+                EventKind.PLATFORM,
+            )
+        )
+        return
+    for slot in targets:
+        run.effects.append(SendToChild(slot.invoke_id, event))
+
+
+def _reject(run: Run, event: Event, reason: str) -> Verdict:
+    run.effects.append(RejectedEvent(event, reason))
+    return Verdict.REJECTED
+
+
+def resume(run: Run, slot: ChildSlot, site: Site) -> None:
+    """Arm a fresh incarnation of a retried slot: new generation, next attempt."""
+    generation = run.next_generation
+    run.next_generation += 1
+    fresh = ChildSlot(
+        slot.site, slot.key, generation, slot.attempt + 1, SlotStatus.RUNNING, slot.state, slot.input, run.steps
+    )
+    run.slots[(slot.site, slot.key)] = fresh
+    run.effects.append(
+        ResumeChild(
+            fresh.invoke_id,
+            slot.invoke_id,
+            site.chart,
+            site.task,
+            slot.input,
+            fresh.attempt,
+            _lineage(run, site),
+            slot.state,
+        )
+    )
+
+
+def _retry(run: Run, slot: ChildSlot, site: Site, error: JsonValue) -> None:
+    attempt = slot.attempt + 1
+    delay = site.retry.delay(attempt)
+    deadline = run.now + delay
+    run.effects.append(RetryChild(slot.invoke_id, attempt, deadline, error))
+    retrying = attrs.evolve(slot, status=SlotStatus.RETRYING, retry_deadline=deadline)
+    run.slots[(slot.site, slot.key)] = retrying
+    if delay <= 0:
+        resume(run, retrying, site)
+        return
+    run.arm_timer(
+        _retry_timer(slot),
+        deadline,
+        Event(f"retry.invoke.{site.id}", None, EventKind.PLATFORM, invoke_id=slot.invoke_id),
+    )
+
+
+def absorb_child_event(run: Run, event: Event) -> Verdict:
+    """Check an event from a child against its slot and apply what the site does with it."""
+    invoke_id = event.invoke_id
+    assert invoke_id is not None
+    site = run.chart.site_by_id.get(invoke_id.site)
+    slot = run.slots.get((invoke_id.site, invoke_id.key))
+    if site is None:
+        return _reject(run, event, f"the chart has no site {invoke_id.site!r}")
+    if slot is None:
+        return _reject(run, event, f"site {invoke_id.site!r} has no live slot for key {invoke_id.key!r}")
+    if slot.generation != invoke_id.generation:
+        return _reject(
+            run,
+            event,
+            f"stale: generation {invoke_id.generation} of {invoke_id.site!r}"
+            f"{'[' + invoke_id.key + ']' if invoke_id.key else ''} was superseded by generation "
+            f"{slot.generation}",
+        )
+    name = event.name
+    if name == f"retry.invoke.{site.id}":
+        if slot.status is not SlotStatus.RETRYING:
+            return _reject(run, event, f"slot is {slot.status.value}, not retrying")
+        resume(run, slot, site)
+        return Verdict.ABSORBED
+    if slot.status is not SlotStatus.RUNNING:
+        return _reject(run, event, f"slot {invoke_id} is {slot.status.value}, not running")
+    if name == f"done.invoke.{site.id}":
+        if site.output is not None:
+            try:
+                result = site.output(run.context, event)  # type: ignore[arg-type]
+                if result is not None:
+                    if not isinstance(result, run.chart.context_type):
+                        raise TypeError(
+                            f"output of site {site.id!r} returned {type(result).__name__}, expected "
+                            f"{run.chart.context_type.__name__}"
+                        )
+                    run.context = result
+            except Exception as error:  # noqa: BLE001 - reported as error.execution
+                run.fail(slot.state, f"output of site {site.id}", error)
+        run.slots[(slot.site, slot.key)] = attrs.evolve(slot, status=SlotStatus.DONE, output=event.data)
+        if site.members is None:
+            return Verdict.DELIVER
+        members = [s for s in run.slots.values() if s.site == site.id]
+        if all(s.status is SlotStatus.DONE for s in members):
+            outputs: dict[str, JsonValue] = {s.key: s.output for s in members}
+            run.internal.append(Event(f"done.invoke.{site.id}", outputs, EventKind.PLATFORM))
+        return Verdict.ABSORBED
+    if name == f"error.invoke.{site.id}":
+        if slot.attempt < site.retry.max_attempts:
+            _retry(run, slot, site, event.data)
+            return Verdict.ABSORBED
+        run.slots[(slot.site, slot.key)] = attrs.evolve(slot, status=SlotStatus.FAILED)
+        return Verdict.DELIVER
+    return Verdict.DELIVER

@@ -1,0 +1,139 @@
+"""Effects: what a step asks the engine to do. Data only; never performed here."""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import attrs
+
+from statechart._event import Event, InvokeId, JsonValue, Timer
+
+
+@attrs.frozen
+class BirthChild:
+    """Create the first incarnation of a child slot (a new key, or a re-entered site)."""
+
+    invoke_id: InvokeId
+    chart: str | None
+    task: str | None
+    input: JsonValue
+    attempt: int
+    lineage: tuple[str, ...]
+    state: str
+
+
+@attrs.frozen
+class RetryChild:
+    """The incarnation ``failed`` failed; attempt ``attempt`` is due at ``deadline``."""
+
+    failed: InvokeId
+    attempt: int
+    deadline: float
+    error: JsonValue
+
+
+@attrs.frozen
+class ResumeChild:
+    """Create a fresh incarnation of a retried slot (new generation, next attempt)."""
+
+    invoke_id: InvokeId
+    previous: InvokeId
+    chart: str | None
+    task: str | None
+    input: JsonValue
+    attempt: int
+    lineage: tuple[str, ...]
+    state: str
+
+
+@attrs.frozen
+class CancelChild:
+    """Stop the live incarnation of a slot: its site's state was exited."""
+
+    invoke_id: InvokeId
+
+
+@attrs.frozen
+class SendToChild:
+    """Deliver ``event`` to the incarnation ``invoke_id``."""
+
+    invoke_id: InvokeId
+    event: Event
+
+
+@attrs.frozen
+class SendToParent:
+    """Deliver ``event`` to the parent that invoked this instance."""
+
+    event: Event
+
+
+@attrs.frozen
+class ArmTimer:
+    """Deliver ``timer.event`` at ``timer.deadline`` (fire it with ``fire``)."""
+
+    timer: Timer
+
+
+@attrs.frozen
+class CancelTimer:
+    """Forget the armed timer ``timer_id``."""
+
+    timer_id: str
+
+
+@attrs.frozen
+class Logged:
+    """A ``log`` action ran."""
+
+    label: str
+    data: JsonValue
+
+
+@attrs.frozen
+class ActionFailed:
+    """An action, guard or mapper raised; ``error.execution`` was raised internally."""
+
+    state: str
+    action: str
+    error: str
+    message: str
+
+
+@attrs.frozen
+class RejectedEvent:
+    """An event was refused: stale evidence from an older incarnation, or no such slot."""
+
+    event: Event
+    reason: str
+
+
+@attrs.frozen
+class Completed:
+    """The instance reached a top-level final state with ``output`` as done data."""
+
+    output: JsonValue
+
+
+@attrs.frozen
+class Stopped:
+    """The instance was stopped from outside; its children were cancelled."""
+
+    reason: str
+
+
+Effect: TypeAlias = (
+    BirthChild
+    | RetryChild
+    | ResumeChild
+    | CancelChild
+    | SendToChild
+    | SendToParent
+    | ArmTimer
+    | CancelTimer
+    | Logged
+    | ActionFailed
+    | RejectedEvent
+    | Completed
+    | Stopped
+)

@@ -1,0 +1,87 @@
+"""Events, invocation identities and timers: the values a step consumes."""
+
+from __future__ import annotations
+
+import enum
+from typing import TypeAlias, Union
+
+import attrs
+
+JsonValue: TypeAlias = Union[  # noqa: UP007 - a runtime object cattrs can key hooks on
+    None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]
+]
+"""Data carried by events, child inputs and outputs: plain JSON values.
+
+Lists, not tuples, so that a value survives an encode/decode round trip
+unchanged.
+"""
+
+
+class EventKind(enum.Enum):
+    """Where an event came from (SCXML 5.10.1, ``_event.type``)."""
+
+    EXTERNAL = "external"
+    INTERNAL = "internal"
+    PLATFORM = "platform"
+
+
+@attrs.frozen
+class InvokeId:
+    """One incarnation of a child slot, as the parent's interpreter sees it.
+
+    ``key`` is the member key of a fan-out site (``""`` for a single child);
+    ``generation`` is the number the parent allocated when it decided the
+    birth. Together with the parent instance id they make the durable Ref.
+    """
+
+    site: str
+    key: str
+    generation: int
+
+    def __str__(self) -> str:
+        member = f"[{self.key}]" if self.key else ""
+        return f"{self.site}{member}#{self.generation}"
+
+
+@attrs.frozen
+class Event:
+    """A named event with optional JSON data.
+
+    ``invoke_id`` is set on events that come from a child (its completion,
+    failure or messages); ``send_id`` on events delivered by a timer.
+    """
+
+    name: str
+    data: JsonValue = None
+    kind: EventKind = EventKind.EXTERNAL
+    send_id: str | None = None
+    invoke_id: InvokeId | None = None
+
+
+@attrs.frozen
+class Timer:
+    """A delayed event armed in a snapshot, due at an absolute ``deadline``.
+
+    ``sequence`` orders timers that share a deadline: they fire in the order
+    they were armed.
+    """
+
+    id: str
+    deadline: float
+    sequence: int
+    event: Event
+
+
+def done_invoke_event(invoke_id: InvokeId, output: JsonValue = None) -> Event:
+    """The event that reports a child's completion to its parent."""
+    return Event(f"done.invoke.{invoke_id.site}", output, EventKind.PLATFORM, invoke_id=invoke_id)
+
+
+def error_invoke_event(invoke_id: InvokeId, error: JsonValue = None) -> Event:
+    """The event that reports a child's failure (or cancellation) to its parent."""
+    return Event(f"error.invoke.{invoke_id.site}", error, EventKind.PLATFORM, invoke_id=invoke_id)
+
+
+def child_message_event(invoke_id: InvokeId, name: str, data: JsonValue = None) -> Event:
+    """An event a child sent to its parent (``send_parent``)."""
+    return Event(name, data, EventKind.EXTERNAL, invoke_id=invoke_id)

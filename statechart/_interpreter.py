@@ -1,0 +1,636 @@
+"""The interpreter: one macrostep at a time, following the SCXML algorithm.
+
+The public functions (:func:`start`, :func:`step`, :func:`fire`,
+:func:`stop`) are pure: they read a snapshot, compute the next one on a
+private working copy (:class:`Run`), and return it with the effects the
+engine must enact. Phases follow W3C SCXML 1.0 Appendix D: select
+transitions, remove conflicts, compute the exit set, exit, execute, enter,
+and stabilise (eventless transitions and internal events), then start the
+child sites of the states that stay active.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TypeVar
+
+from statechart import errors
+from statechart._chart import ROOT, Chart, CompiledTransition
+from statechart._children import (
+    Verdict,
+    absorb_child_event,
+    cancel_state_children,
+    reconcile_sites,
+    send_to_children,
+)
+from statechart._effects import (
+    ActionFailed,
+    ArmTimer,
+    CancelTimer,
+    Completed,
+    Effect,
+    Logged,
+    SendToParent,
+    Stopped,
+)
+from statechart._event import Event, EventKind, JsonValue, Timer
+from statechart._model import (
+    Action,
+    Assign,
+    Cancel,
+    InState,
+    Log,
+    Raise,
+    Send,
+    SendChild,
+    SendParent,
+    StateKind,
+)
+from statechart._snapshot import ChildSlot, HistoryEntry, Snapshot, Status
+
+C = TypeVar("C")
+
+_ATOMIC = (StateKind.ATOMIC, StateKind.FINAL)
+
+
+class Run:
+    """The mutable working copy of one macrostep. Never escapes this package."""
+
+    def __init__(self, chart: Chart[C], snapshot: Snapshot[C], now: float) -> None:
+        self.chart = chart
+        index = chart.index
+        self.config: set[int] = {index[s] for s in snapshot.configuration}
+        self.history: dict[int, tuple[int, ...]] = {
+            index[h.id]: tuple(index[s] for s in h.states) for h in snapshot.history
+        }
+        self.context: object = snapshot.context
+        self.internal: deque[Event] = deque(snapshot.internal_queue)
+        self.timers: dict[str, Timer] = {t.id: t for t in snapshot.timers}
+        self.slots: dict[tuple[str, str], ChildSlot] = {(s.site, s.key): s for s in snapshot.children}
+        self.effects: list[Effect] = []
+        self.sequence = snapshot.sequence
+        self.next_generation = snapshot.next_generation
+        self.steps = snapshot.steps
+        self.lineage = snapshot.lineage
+        self.output: JsonValue = snapshot.output
+        self.status = snapshot.status
+        self.now = now
+        self.running = True
+        self.event = Event("")
+        self.entered: set[int] = set()
+        self.reconciled_context: object = snapshot.context
+        self.rejected = False
+        self.microsteps = 0
+
+    # ------------------------------------------------------------- result
+
+    def snapshot(self) -> Snapshot[C]:
+        chart, ids = self.chart, self.chart.ids
+        return Snapshot(
+            chart.name,
+            self.status,
+            tuple(ids[i] for i in sorted(self.config)),
+            tuple(
+                HistoryEntry(ids[h], tuple(ids[s] for s in states))
+                for h, states in sorted(self.history.items())
+            ),
+            self.context,  # type: ignore[arg-type]
+            tuple(self.internal),
+            tuple(sorted(self.timers.values(), key=lambda t: (t.deadline, t.sequence))),
+            tuple(self.slots.values()),
+            self.output,
+            self.now,
+            self.steps,
+            self.sequence,
+            self.next_generation,
+            self.lineage,
+        )
+
+    # ---------------------------------------------------------- execution
+
+    def fail(self, where: str, what: str, error: BaseException) -> None:
+        """SCXML 5.10: a failed action raises ``error.execution`` and stops its block."""
+        self.effects.append(ActionFailed(where, what, type(error).__name__, str(error)))
+        self.internal.append(
+            Event(
+                "error.execution",
+                {"state": where, "action": what, "error": type(error).__name__, "message": str(error)},
+                EventKind.PLATFORM,
+            )
+        )
+
+    def data(self, expr: object) -> JsonValue:
+        if callable(expr):
+            result: JsonValue = expr(self.context, self.event)
+            return result
+        return expr  # type: ignore[return-value]
+
+    def execute(self, where: str, actions: tuple[Action, ...]) -> None:
+        for action in actions:
+            try:
+                self.perform(action)
+            except Exception as error:  # noqa: BLE001 - any author error becomes error.execution
+                self.fail(where, _action_name(action), error)
+                return
+
+    def perform(self, action: Action) -> None:
+        if type(action) is Assign:
+            result = action.fn(self.context, self.event)  # type: ignore[arg-type]
+            if result is not None:
+                expected = self.chart.context_type
+                if not isinstance(result, expected):
+                    raise TypeError(
+                        f"assign {action.name} returned {type(result).__name__}, expected "
+                        f"{expected.__name__} (or None to keep the context)"
+                    )
+                self.context = result
+        elif type(action) is Raise:
+            self.internal.append(Event(action.event, self.data(action.data), EventKind.INTERNAL))
+        elif type(action) is Send:
+            self.send(action)
+        elif type(action) is Cancel:
+            self.cancel_timer(action.send_id)
+        elif type(action) is SendParent:
+            self.effects.append(SendToParent(Event(action.event, self.data(action.data))))
+        elif type(action) is SendChild:
+            send_to_children(self, action.site, action.key, Event(action.event, self.data(action.data)))
+        elif type(action) is Log:
+            self.effects.append(Logged(action.label, self.data(action.data)))
+
+    def send(self, action: Send) -> None:
+        delay = action.delay(self.context, self.event) if callable(action.delay) else action.delay  # type: ignore[call-arg]
+        delay = float(delay)
+        if not delay >= 0:
+            raise ValueError(f"send {action.event!r} has a negative delay {delay}")
+        send_id = action.id or f"send.{self.sequence}"
+        event = Event(action.event, self.data(action.data), EventKind.EXTERNAL, send_id=send_id)
+        self.arm_timer(send_id, self.now + delay, event)
+
+    def arm_timer(self, timer_id: str, deadline: float, event: Event) -> None:
+        if timer_id in self.timers:
+            self.cancel_timer(timer_id)
+        timer = Timer(timer_id, deadline, self.sequence, event)
+        self.sequence += 1
+        self.timers[timer_id] = timer
+        self.effects.append(ArmTimer(timer))
+
+    def cancel_timer(self, timer_id: str) -> None:
+        if self.timers.pop(timer_id, None) is not None:
+            self.effects.append(CancelTimer(timer_id))
+
+    def guard(self, t: CompiledTransition) -> bool:
+        guard = t.guard
+        if guard is None:
+            return True
+        if type(guard) is InState:
+            return self.chart.index[guard.state] in self.config
+        try:
+            return bool(guard(self.context, self.event))  # type: ignore[operator, arg-type]
+        except Exception as error:  # noqa: BLE001 - SCXML 5.9: a failing condition is false
+            self.fail(self.chart.ids[t.source], f"guard of {t.label}", error)
+            return False
+
+    # ---------------------------------------------------------- selection
+
+    def select(self, table: tuple[tuple[CompiledTransition, ...], ...]) -> list[CompiledTransition]:
+        """Optimal enabled transitions in document order of their atomic sources."""
+        chart = self.chart
+        kind, ancestors = chart.kind, chart.ancestors
+        enabled: list[CompiledTransition] = []
+        for state in sorted(self.config):
+            if kind[state] not in _ATOMIC:
+                continue
+            found = False
+            for t in table[state]:
+                if self.guard(t):
+                    if t not in enabled:
+                        enabled.append(t)
+                    found = True
+                    break
+            if found:
+                continue
+            for source in ancestors[state]:
+                for t in table[source]:
+                    if self.guard(t):
+                        if t not in enabled:
+                            enabled.append(t)
+                        found = True
+                        break
+                if found:
+                    break
+        if len(enabled) > 1:
+            return self.remove_conflicts(enabled)
+        return enabled
+
+    def remove_conflicts(self, enabled: list[CompiledTransition]) -> list[CompiledTransition]:
+        """SCXML ``removeConflictingTransitions``: descendants preempt, else document order."""
+        chart = self.chart
+        kept: list[tuple[CompiledTransition, set[int]]] = []
+        for t1 in enabled:
+            exit1 = self.exit_set((t1,))
+            preempted = False
+            remove: list[int] = []
+            for n, (t2, exit2) in enumerate(kept):
+                if exit1 & exit2:
+                    if t2.source in chart.ancestor_sets[t1.source]:
+                        remove.append(n)
+                    else:
+                        preempted = True
+                        break
+            if not preempted:
+                for n in reversed(remove):
+                    del kept[n]
+                kept.append((t1, exit1))
+        return [t for t, _ in kept]
+
+    # -------------------------------------------------------------- exits
+
+    def effective_targets(self, t: CompiledTransition) -> list[int]:
+        if not t.history_targets:
+            return list(t.targets)
+        out: list[int] = []
+        chart = self.chart
+        for s in t.targets:
+            if chart.kind[s] is StateKind.HISTORY:
+                stored = self.history.get(s)
+                if stored:
+                    extra: list[int] = list(stored)
+                else:
+                    default = chart.history_default[s]
+                    assert default is not None
+                    extra = self.effective_targets(default)
+                for x in extra:
+                    if x not in out:
+                        out.append(x)
+            elif s not in out:
+                out.append(s)
+        return out
+
+    def domain(self, t: CompiledTransition) -> int | None:
+        if t.domain is not None:
+            return t.domain
+        targets = self.effective_targets(t)
+        if not targets:
+            return None
+        chart = self.chart
+        if (
+            t.internal
+            and chart.kind[t.source] is StateKind.COMPOUND
+            and all(t.source in chart.ancestor_sets[s] for s in targets)
+        ):
+            return t.source
+        return chart.lcca((t.source, *targets))
+
+    def exit_set(self, transitions: tuple[CompiledTransition, ...] | list[CompiledTransition]) -> set[int]:
+        out: set[int] = set()
+        sets = self.chart.ancestor_sets
+        for t in transitions:
+            if t.targets:
+                domain = self.domain(t)
+                if domain is None:
+                    continue
+                out.update(s for s in self.config if domain in sets[s])
+        return out
+
+    def exit_states(self, transitions: list[CompiledTransition]) -> None:
+        chart = self.chart
+        to_exit = sorted(self.exit_set(transitions), reverse=True)
+        self.entered.difference_update(to_exit)
+        for s in to_exit:
+            for h in chart.histories[s]:
+                if chart.deep[h]:
+                    self.history[h] = tuple(
+                        sorted(x for x in self.config if chart.kind[x] in _ATOMIC and s in chart.ancestor_sets[x])
+                    )
+                else:
+                    self.history[h] = tuple(sorted(x for x in self.config if chart.parent[x] == s))
+        for s in to_exit:
+            self.leave(s)
+
+    def leave(self, s: int) -> None:
+        chart = self.chart
+        self.execute(chart.ids[s], chart.exit[s])
+        for t in chart.afters[s]:
+            assert t.timer_id is not None
+            self.cancel_timer(t.timer_id)
+        if chart.sites[s]:
+            cancel_state_children(self, s)
+        self.config.discard(s)
+
+    # ------------------------------------------------------------ entries
+
+    def enter_states(self, transitions: list[CompiledTransition]) -> None:
+        chart = self.chart
+        to_enter: set[int] = set()
+        default_entry: set[int] = set()
+        history_content: dict[int, CompiledTransition] = {}
+        for t in transitions:
+            for s in t.targets:
+                self.add_descendants(s, to_enter, default_entry, history_content)
+            ancestor = self.domain(t)
+            for s in self.effective_targets(t):
+                self.add_ancestors(s, ancestor, to_enter, default_entry, history_content)
+        for s in sorted(to_enter):
+            self.config.add(s)
+            self.entered.add(s)
+            self.execute(chart.ids[s], chart.entry[s])
+            for t in chart.afters[s]:
+                assert t.timer_id is not None and t.delay is not None
+                self.arm_timer(t.timer_id, self.now + t.delay, Event(t.timer_id, None, EventKind.PLATFORM))
+            default = history_content.get(s)
+            if default is not None:
+                self.execute(chart.ids[s], default.actions)
+            if chart.kind[s] is StateKind.FINAL:
+                self.reached_final(s)
+
+    def reached_final(self, s: int) -> None:
+        chart = self.chart
+        parent = chart.parent[s]
+        if parent == ROOT:
+            self.running = False
+            return
+        try:
+            data = self.data(chart.done_data[s])
+        except Exception as error:  # noqa: BLE001
+            self.fail(chart.ids[s], "done_data", error)
+            data = None
+        self.internal.append(Event(f"done.state.{chart.ids[parent]}", data, EventKind.PLATFORM))
+        grandparent = chart.parent[parent]
+        if chart.kind[grandparent] is StateKind.PARALLEL and all(
+            self.in_final(c) for c in chart.children[grandparent]
+        ):
+            self.internal.append(Event(f"done.state.{chart.ids[grandparent]}", None, EventKind.PLATFORM))
+
+    def in_final(self, s: int) -> bool:
+        chart = self.chart
+        if chart.kind[s] is StateKind.COMPOUND:
+            return any(chart.kind[c] is StateKind.FINAL and c in self.config for c in chart.children[s])
+        if chart.kind[s] is StateKind.PARALLEL:
+            return all(self.in_final(c) for c in chart.children[s])
+        return False
+
+    def add_descendants(
+        self,
+        s: int,
+        to_enter: set[int],
+        default_entry: set[int],
+        history_content: dict[int, CompiledTransition],
+    ) -> None:
+        chart = self.chart
+        if chart.kind[s] is StateKind.HISTORY:
+            parent = chart.parent[s]
+            stored = self.history.get(s)
+            if stored:
+                for x in stored:
+                    self.add_descendants(x, to_enter, default_entry, history_content)
+                for x in stored:
+                    self.add_ancestors(x, parent, to_enter, default_entry, history_content)
+            else:
+                default = chart.history_default[s]
+                assert default is not None
+                history_content[parent] = default
+                for x in default.targets:
+                    self.add_descendants(x, to_enter, default_entry, history_content)
+                for x in default.targets:
+                    self.add_ancestors(x, parent, to_enter, default_entry, history_content)
+            return
+        to_enter.add(s)
+        if chart.kind[s] is StateKind.COMPOUND:
+            default_entry.add(s)
+            for x in chart.initial[s]:
+                self.add_descendants(x, to_enter, default_entry, history_content)
+            for x in chart.initial[s]:
+                self.add_ancestors(x, s, to_enter, default_entry, history_content)
+        elif chart.kind[s] is StateKind.PARALLEL:
+            self.enter_regions(s, to_enter, default_entry, history_content)
+
+    def enter_regions(
+        self,
+        s: int,
+        to_enter: set[int],
+        default_entry: set[int],
+        history_content: dict[int, CompiledTransition],
+    ) -> None:
+        sets = self.chart.ancestor_sets
+        for child in self.chart.children[s]:
+            if not any(x == child or child in sets[x] for x in to_enter):
+                self.add_descendants(child, to_enter, default_entry, history_content)
+
+    def add_ancestors(
+        self,
+        s: int,
+        ancestor: int | None,
+        to_enter: set[int],
+        default_entry: set[int],
+        history_content: dict[int, CompiledTransition],
+    ) -> None:
+        chart = self.chart
+        for anc in chart.ancestors[s]:
+            if anc == ancestor or anc == ROOT:
+                break
+            to_enter.add(anc)
+            if chart.kind[anc] is StateKind.PARALLEL:
+                self.enter_regions(anc, to_enter, default_entry, history_content)
+
+    # ---------------------------------------------------------- microstep
+
+    def microstep(self, enabled: list[CompiledTransition]) -> None:
+        self.microsteps += 1
+        if self.microsteps > self.chart.max_microsteps:
+            raise errors.RunawayMacrostep(
+                self.chart.name,
+                self.event.name,
+                self.chart.max_microsteps,
+                tuple(self.chart.ids[i] for i in sorted(self.config)),
+            )
+        if len(enabled) == 1 and not enabled[0].targets:
+            t = enabled[0]
+            self.execute(self.chart.ids[t.source], t.actions)
+            return
+        self.exit_states(enabled)
+        for t in enabled:
+            self.execute(self.chart.ids[t.source], t.actions)
+        self.enter_states(enabled)
+
+    def stabilise(self) -> None:
+        """Eventless transitions and internal events until stable, then start sites."""
+        chart = self.chart
+        while self.running:
+            enabled: list[CompiledTransition] = []
+            if chart.has_eventless:
+                enabled = self.select(chart.eventless)
+            if not enabled:
+                if not self.internal:
+                    reconcile_sites(self)
+                    if not self.internal:
+                        break
+                    continue
+                self.event = self.internal.popleft()
+                enabled = self.select(chart.matching(self.event.name))
+            if enabled:
+                self.microstep(enabled)
+
+    def finish(self) -> None:
+        """SCXML ``exitInterpreter``: leave every state, cancel children and timers."""
+        chart = self.chart
+        for s in sorted(self.config, reverse=True):
+            self.execute(chart.ids[s], chart.exit[s])
+            if chart.sites[s]:
+                cancel_state_children(self, s)
+            if chart.kind[s] is StateKind.FINAL and chart.parent[s] == ROOT:
+                try:
+                    self.output = self.data(chart.done_data[s])
+                except Exception as error:  # noqa: BLE001
+                    self.fail(chart.ids[s], "done_data", error)
+                    self.output = None
+        for timer_id in list(self.timers):
+            self.cancel_timer(timer_id)
+        for key, slot in list(self.slots.items()):
+            if not slot.live:
+                del self.slots[key]
+        self.internal.clear()
+
+    def macrostep(self, event: Event | None) -> None:
+        chart = self.chart
+        if event is None:
+            self.enter_states([_initial_transition(chart)])
+        else:
+            self.event = event
+            verdict = Verdict.DELIVER
+            if event.invoke_id is not None:
+                verdict = absorb_child_event(self, event)
+                if verdict is Verdict.REJECTED:
+                    self.rejected = True
+                    return
+            if verdict is Verdict.DELIVER:
+                enabled = self.select(chart.matching(event.name))
+                if enabled:
+                    self.microstep(enabled)
+        self.stabilise()
+        self.steps += 1
+        if not self.running:
+            self.finish()
+            self.status = Status.DONE
+            self.effects.append(Completed(self.output))
+
+
+def _initial_transition(chart: Chart[C]) -> CompiledTransition:
+    cached = getattr(chart, "_initial_transition", None)
+    if cached is None:
+        from statechart._model import Transition
+
+        authored = Transition((), tuple(chart.ids[i] for i in chart.initial[ROOT]))
+        cached = CompiledTransition(ROOT, 0, -1, authored, chart.initial[ROOT], False, "initial")
+        cached.domain = ROOT
+        chart._initial_transition = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _action_name(action: Action) -> str:
+    if type(action) is Assign:
+        return f"assign {action.name}"
+    return type(action).__name__.lower()
+
+
+# ------------------------------------------------------------------ public
+
+
+def _check_event(chart: Chart[C], snapshot: Snapshot[C], event: Event) -> None:
+    if not isinstance(event, Event) or not isinstance(event.name, str) or not event.name:
+        raise errors.InvalidEvent(
+            f"chart {chart.name!r}: expected an Event with a non-empty name, got {event!r}"
+        )
+    if snapshot.status is not Status.RUNNING:
+        raise errors.InstanceFinished(chart.name, snapshot.status.value, event.name)
+    if snapshot.chart != chart.name:
+        raise errors.InvalidEvent(
+            f"snapshot belongs to chart {snapshot.chart!r}, not {chart.name!r}; step it with its own chart"
+        )
+    if event.invoke_id is None and event.name.startswith(("done.invoke.", "error.invoke.", "retry.invoke.")):
+        raise errors.InvalidEvent(
+            f"chart {chart.name!r}: event {event.name!r} reports a child outcome but carries no "
+            "invoke_id; build it with done_invoke_event()/error_invoke_event()"
+        )
+
+
+def start(
+    chart: Chart[C],
+    context: C | None = None,
+    *,
+    input: JsonValue = None,
+    now: float = 0.0,
+    lineage: tuple[str, ...] = (),
+) -> tuple[Snapshot[C], tuple[Effect, ...]]:
+    """Enter the chart's initial configuration: the first macrostep.
+
+    The context is ``context`` if given, else built from ``input`` (the
+    chart's ``context_from_input``, or the context class structured from the
+    input mapping), else the context class's defaults.
+    """
+    if context is None:
+        from statechart._codec import context_from_input
+
+        context = context_from_input(chart, input)
+    elif not isinstance(context, chart.context_type):
+        raise errors.InvalidEvent(
+            f"chart {chart.name!r} expects a {chart.context_type.__name__} context, got "
+            f"{type(context).__name__}"
+        )
+    empty: Snapshot[C] = Snapshot(chart.name, Status.RUNNING, (), (), context, time=now, lineage=lineage)
+    run = Run(chart, empty, now)
+    run.macrostep(None)
+    return run.snapshot(), tuple(run.effects)
+
+
+def step(
+    chart: Chart[C], snapshot: Snapshot[C], event: Event, *, now: float | None = None
+) -> tuple[Snapshot[C], tuple[Effect, ...]]:
+    """Process one external event to a stable configuration (one macrostep).
+
+    ``now`` is the caller's clock (seconds); delayed sends get deadlines
+    relative to it. It defaults to the snapshot's ``time``.
+    """
+    _check_event(chart, snapshot, event)
+    run = Run(chart, snapshot, snapshot.time if now is None else now)
+    run.macrostep(event)
+    if run.rejected:
+        return snapshot, tuple(run.effects)
+    return run.snapshot(), tuple(run.effects)
+
+
+def fire(
+    chart: Chart[C], snapshot: Snapshot[C], timer_id: str, *, now: float | None = None
+) -> tuple[Snapshot[C], tuple[Effect, ...]]:
+    """Deliver the armed timer ``timer_id``: disarm it and process its event."""
+    timer = next((t for t in snapshot.timers if t.id == timer_id), None)
+    if timer is None:
+        raise errors.UnknownTimer(chart.name, timer_id, tuple(t.id for t in snapshot.timers))
+    _check_event(chart, snapshot, timer.event)
+    run = Run(chart, snapshot, snapshot.time if now is None else now)
+    del run.timers[timer_id]
+    run.macrostep(timer.event)
+    if run.rejected:
+        # the timer is spent even though its event no longer applies
+        run.rejected = False
+        run.steps += 1
+    return run.snapshot(), tuple(run.effects)
+
+
+def stop(
+    chart: Chart[C], snapshot: Snapshot[C], *, now: float | None = None, reason: str = "stopped"
+) -> tuple[Snapshot[C], tuple[Effect, ...]]:
+    """Stop a running instance from outside: exit every state, cancel children and timers."""
+    if snapshot.status is not Status.RUNNING:
+        raise errors.InstanceFinished(chart.name, snapshot.status.value, "stop")
+    run = Run(chart, snapshot, snapshot.time if now is None else now)
+    run.event = Event("stop", reason, EventKind.PLATFORM)
+    run.finish()
+    run.steps += 1
+    run.status = Status.STOPPED
+    run.effects.append(Stopped(reason))
+    return run.snapshot(), tuple(run.effects)
+
+
+def due_timers(snapshot: Snapshot[C], now: float) -> tuple[Timer, ...]:
+    """The timers due at ``now``, in the order they must fire (deadline, then arming order)."""
+    return tuple(t for t in snapshot.timers if t.deadline <= now)

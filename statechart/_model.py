@@ -1,0 +1,436 @@
+"""The authoring vocabulary: states, transitions, actions and child sites.
+
+Everything here is a frozen value built by small functions (``state``,
+``transition``, ``assign``, ``invoke``…). Nothing executes at definition
+time; :class:`~statechart.Chart` compiles and validates the tree.
+
+Callables supplied by authors (guards, assigners, data and input mappers)
+take the chart's context first. They are typed with ``Never`` in that
+position so that a function declared for *your* context class is accepted
+wherever the chart expects one; the chart checks the class at run time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from typing import Never, TypeAlias
+
+import attrs
+
+from statechart._event import Event, JsonValue
+
+Guard: TypeAlias = "Callable[[Never, Event], bool] | InState"
+"""A condition on (context, event); ``in_state(...)`` tests the configuration."""
+
+Assigner: TypeAlias = Callable[[Never, Event], object]
+"""Returns the new context (a frozen attrs value), or ``None`` to keep it."""
+
+DataExpr: TypeAlias = "JsonValue | Callable[[Never, Event], JsonValue]"
+"""Event data: a constant JSON value or a function of (context, event)."""
+
+InputExpr: TypeAlias = "JsonValue | Callable[[Never], JsonValue]"
+"""A child's input: a constant JSON value or a function of the context."""
+
+MembersExpr: TypeAlias = Callable[[Never], Mapping[str, JsonValue]]
+"""Fan-out membership: member key -> that member's input, from the context."""
+
+DelayExpr: TypeAlias = "float | Callable[[Never, Event], float]"
+"""A delay in seconds: a constant or a function of (context, event)."""
+
+
+class StateKind(enum.Enum):
+    """The SCXML state kinds (SCXML 3.3-3.7, 3.10)."""
+
+    ATOMIC = "atomic"
+    COMPOUND = "compound"
+    PARALLEL = "parallel"
+    FINAL = "final"
+    HISTORY = "history"
+
+
+# ---------------------------------------------------------------- actions
+
+
+def _callable_name(fn: object) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name) if name else type(fn).__name__
+
+
+@attrs.frozen
+class InState:
+    """Guard that holds while ``state`` is in the active configuration (SCXML ``In()``)."""
+
+    state: str
+
+
+@attrs.frozen
+class Assign:
+    """Replace the context with what ``fn(context, event)`` returns."""
+
+    fn: Assigner
+    name: str
+
+
+@attrs.frozen
+class Raise:
+    """Put an event on the internal queue (SCXML ``<raise>``)."""
+
+    event: str
+    data: DataExpr = None
+
+
+@attrs.frozen
+class Send:
+    """Send an event to this instance after ``delay`` seconds (SCXML ``<send>``).
+
+    The interpreter arms a timer with an absolute deadline; the engine
+    delivers it. ``id`` lets a later :class:`Cancel` withdraw it.
+    """
+
+    event: str
+    data: DataExpr = None
+    delay: DelayExpr = 0.0
+    id: str | None = None
+
+
+@attrs.frozen
+class Cancel:
+    """Withdraw a pending :class:`Send` by its id (SCXML ``<cancel>``)."""
+
+    send_id: str
+
+
+@attrs.frozen
+class SendParent:
+    """Send an event to the parent instance that invoked this one."""
+
+    event: str
+    data: DataExpr = None
+
+
+@attrs.frozen
+class SendChild:
+    """Send an event to the live child of ``site`` (one member, or all when ``key`` is None)."""
+
+    site: str
+    event: str
+    data: DataExpr = None
+    key: str | None = None
+
+
+@attrs.frozen
+class Log:
+    """Emit a log record (``label`` and data) as an effect."""
+
+    label: str
+    data: DataExpr = None
+
+
+Action: TypeAlias = Assign | Raise | Send | Cancel | SendParent | SendChild | Log
+ActionLike: TypeAlias = "Action | Assigner"
+
+
+def assign(fn: Assigner, *, name: str | None = None) -> Assign:
+    """An action that replaces the context with ``fn(context, event)``."""
+    return Assign(fn, name or _callable_name(fn))
+
+
+def raise_event(event: str, data: DataExpr = None) -> Raise:
+    """An action that raises an internal event."""
+    return Raise(event, data)
+
+
+def send(
+    event: str, data: DataExpr = None, *, delay: DelayExpr = 0.0, id: str | None = None
+) -> Send:
+    """An action that sends an event to this instance, optionally delayed."""
+    return Send(event, data, delay, id)
+
+
+def cancel(send_id: str) -> Cancel:
+    """An action that cancels a delayed send by id."""
+    return Cancel(send_id)
+
+
+def send_parent(event: str, data: DataExpr = None) -> SendParent:
+    """An action that sends an event to the invoking parent."""
+    return SendParent(event, data)
+
+
+def send_child(site: str, event: str, data: DataExpr = None, *, key: str | None = None) -> SendChild:
+    """An action that sends an event to the child (or members) of a site."""
+    return SendChild(site, event, data, key)
+
+
+def log(label: str, data: DataExpr = None) -> Log:
+    """An action that records a log effect."""
+    return Log(label, data)
+
+
+def in_state(state: str) -> InState:
+    """A guard true while ``state`` is active."""
+    return InState(state)
+
+
+def _actions(items: Sequence[ActionLike]) -> tuple[Action, ...]:
+    out: list[Action] = []
+    for item in items:
+        if isinstance(item, Assign | Raise | Send | Cancel | SendParent | SendChild | Log):
+            out.append(item)
+        elif callable(item):
+            out.append(assign(item))
+        else:
+            raise TypeError(
+                f"an action must be an action value (assign, raise_event, send, …) or a "
+                f"callable (context, event) -> context, got {item!r}"
+            )
+    return tuple(out)
+
+
+# ------------------------------------------------------------ transitions
+
+
+@attrs.frozen
+class Transition:
+    """A transition (SCXML 3.5). No events means eventless; ``delay`` means ``after``."""
+
+    events: tuple[str, ...]
+    targets: tuple[str, ...]
+    guard: Guard | None = None
+    actions: tuple[Action, ...] = ()
+    internal: bool = False
+    delay: float | None = None
+    id: str | None = None
+
+
+def _split_events(events: str | Sequence[str]) -> tuple[str, ...]:
+    if isinstance(events, str):
+        return tuple(events.split())
+    return tuple(token for item in events for token in item.split())
+
+
+def _targets(target: str | Sequence[str] | None) -> tuple[str, ...]:
+    if target is None:
+        return ()
+    if isinstance(target, str):
+        return tuple(target.split())
+    return tuple(target)
+
+
+def transition(
+    event: str | Sequence[str],
+    target: str | Sequence[str] | None = None,
+    *,
+    guard: Guard | None = None,
+    actions: Sequence[ActionLike] = (),
+    internal: bool = False,
+    id: str | None = None,
+) -> Transition:
+    """A transition on ``event`` (space-separated SCXML descriptors, ``*`` matches all).
+
+    Without ``target`` the transition is targetless: it runs its actions and
+    leaves the configuration alone. ``internal=True`` does not exit a compound
+    source when every target is its descendant (SCXML 3.13).
+    """
+    events = _split_events(event)
+    if not events:
+        raise ValueError(
+            "transition() needs at least one event descriptor; use always() for an "
+            "eventless transition"
+        )
+    return Transition(events, _targets(target), guard, _actions(actions), internal, None, id)
+
+
+def always(
+    target: str | Sequence[str] | None = None,
+    *,
+    guard: Guard | None = None,
+    actions: Sequence[ActionLike] = (),
+    internal: bool = False,
+    id: str | None = None,
+) -> Transition:
+    """An eventless transition, taken as soon as its guard holds."""
+    return Transition((), _targets(target), guard, _actions(actions), internal, None, id)
+
+
+def after(
+    seconds: float,
+    target: str | Sequence[str] | None = None,
+    *,
+    guard: Guard | None = None,
+    actions: Sequence[ActionLike] = (),
+    id: str | None = None,
+) -> Transition:
+    """A delayed transition: taken ``seconds`` after its state was entered.
+
+    Entering the state arms a timer; leaving it cancels the timer.
+    """
+    if not seconds >= 0:
+        raise ValueError(f"after() needs a delay >= 0 seconds, got {seconds!r}")
+    return Transition((), _targets(target), guard, _actions(actions), False, float(seconds), id)
+
+
+# ------------------------------------------------------------ child sites
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often a failed child is retried, and how long to wait between attempts.
+
+    ``max_attempts`` counts the first attempt: 1 means never retry. The wait
+    before attempt ``n`` (n >= 2) is ``backoff * multiplier ** (n - 2)``,
+    capped at ``max_backoff``.
+    """
+
+    max_attempts: int = 1
+    backoff: float = 0.0
+    multiplier: float = 2.0
+    max_backoff: float = 3600.0
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before starting ``attempt``."""
+        if attempt < 2:
+            return 0.0
+        return float(min(self.max_backoff, self.backoff * self.multiplier ** (attempt - 2)))
+
+
+@attrs.frozen
+class Site:
+    """A place on a state that spawns children (SCXML ``<invoke>``).
+
+    Exactly one of ``chart`` (a registered chart name) and ``task`` (a
+    registered task name) is set. ``members`` turns the site into a fan-out:
+    each key it returns is one child. ``group`` and ``max_depth`` declare a
+    recursive site.
+    """
+
+    id: str
+    chart: str | None
+    task: str | None
+    input: InputExpr = None
+    members: MembersExpr | None = None
+    output: Assigner | None = None
+    retry: RetryPolicy = RetryPolicy()
+    group: str | None = None
+    max_depth: int | None = None
+
+
+def invoke(
+    id: str,
+    *,
+    chart: str | None = None,
+    task: str | None = None,
+    input: InputExpr = None,
+    map: MembersExpr | None = None,
+    output: Assigner | None = None,
+    retry: RetryPolicy | None = None,
+    group: str | None = None,
+    max_depth: int | None = None,
+) -> Site:
+    """A child site on a state.
+
+    While the state is active the site keeps its children alive: one child,
+    or with ``map`` one per member key. ``output(context, event)`` maps the
+    ``done.invoke.<id>`` event of each child back into the context before the
+    chart sees it. A fan-out site raises ``done.invoke.<id>`` once, when every
+    member has finished, with ``{key: output}`` as data.
+    """
+    return Site(id, chart, task, input, map, output, retry or RetryPolicy(), group, max_depth)
+
+
+# ----------------------------------------------------------------- states
+
+
+@attrs.frozen
+class StateNode:
+    """One node of the state tree, as authored."""
+
+    id: str
+    kind: StateKind
+    children: tuple[StateNode, ...] = ()
+    initial: tuple[str, ...] = ()
+    transitions: tuple[Transition, ...] = ()
+    entry: tuple[Action, ...] = ()
+    exit: tuple[Action, ...] = ()
+    sites: tuple[Site, ...] = ()
+    done_data: DataExpr = None
+    deep: bool = False
+
+
+def state(
+    id: str,
+    *children: StateNode,
+    initial: str | Sequence[str] | None = None,
+    on: Sequence[Transition] = (),
+    entry: Sequence[ActionLike] = (),
+    exit: Sequence[ActionLike] = (),
+    invoke: Sequence[Site] = (),
+) -> StateNode:
+    """An atomic state, or a compound one when it has children.
+
+    A compound state enters ``initial`` by default, else its first child in
+    document order (SCXML 3.3).
+    """
+    kind = StateKind.COMPOUND if children else StateKind.ATOMIC
+    return StateNode(
+        id,
+        kind,
+        tuple(children),
+        _targets(initial),
+        tuple(on),
+        _actions(entry),
+        _actions(exit),
+        tuple(invoke),
+    )
+
+
+def parallel(
+    id: str,
+    *children: StateNode,
+    on: Sequence[Transition] = (),
+    entry: Sequence[ActionLike] = (),
+    exit: Sequence[ActionLike] = (),
+    invoke: Sequence[Site] = (),
+) -> StateNode:
+    """A parallel state: every child region is active at once (SCXML 3.4)."""
+    return StateNode(
+        id,
+        StateKind.PARALLEL,
+        tuple(children),
+        (),
+        tuple(on),
+        _actions(entry),
+        _actions(exit),
+        tuple(invoke),
+    )
+
+
+def final(
+    id: str,
+    *,
+    done_data: DataExpr = None,
+    entry: Sequence[ActionLike] = (),
+    exit: Sequence[ActionLike] = (),
+) -> StateNode:
+    """A final state (SCXML 3.7); ``done_data`` becomes the done event's data."""
+    return StateNode(
+        id,
+        StateKind.FINAL,
+        entry=_actions(entry),
+        exit=_actions(exit),
+        done_data=done_data,
+    )
+
+
+def history(
+    id: str,
+    default: str | Sequence[str] | None = None,
+    *,
+    deep: bool = False,
+    actions: Sequence[ActionLike] = (),
+) -> StateNode:
+    """A history pseudo-state (SCXML 3.10); ``default`` is used before any exit."""
+    default_transition = Transition((), _targets(default), None, _actions(actions))
+    return StateNode(id, StateKind.HISTORY, transitions=(default_transition,), deep=deep)
+

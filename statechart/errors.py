@@ -1,0 +1,150 @@
+"""Errors raised by the statechart package.
+
+Every error derives from :class:`IncarnateError`; the packages above reuse
+these classes rather than redefining them. Messages name the chart, state,
+transition or site concerned, the offending value and, where one is known,
+the fix. The same facts stay available as attributes.
+"""
+
+from __future__ import annotations
+
+
+class IncarnateError(Exception):
+    """Root of every error raised by incarnate."""
+
+
+class DefinitionError(IncarnateError, ValueError):
+    """One problem found while validating a chart or a registry.
+
+    Validation collects every problem and raises them together in a
+    :class:`ChartInvalid` group, so an author fixes them in one pass.
+    """
+
+    def __init__(self, chart: str, where: str, problem: str, fix: str) -> None:
+        self.chart = chart
+        self.where = where
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"chart {chart!r}, {where}: {problem}; fix: {fix}")
+
+
+class UnknownTarget(DefinitionError):
+    """A transition or history default names a state that does not exist."""
+
+
+class UnreachableState(DefinitionError):
+    """No transition, initial or history default can ever enter the state."""
+
+
+class MissingInitial(DefinitionError):
+    """A compound state's initial child is missing or is not its child."""
+
+
+class AmbiguousId(DefinitionError):
+    """Two states, sites or transitions share one id."""
+
+
+class FinalWithChildren(DefinitionError):
+    """A final state was given child states."""
+
+
+class HistoryOutsideCompound(DefinitionError):
+    """A history pseudo-state is not the child of a compound or parallel state."""
+
+
+class UnregisteredChart(DefinitionError):
+    """A child site names a chart or task that the registry does not hold."""
+
+
+class UnboundedRecursion(DefinitionError):
+    """A site on a cycle of charts declares no recursive group or ``max_depth``."""
+
+
+class UnstableId(DefinitionError):
+    """An id that cannot stay stable across chart versions or event names."""
+
+
+class InvalidDefinition(DefinitionError):
+    """Any other definition problem (a bad argument, a mutable context type)."""
+
+
+class ChartInvalid(ExceptionGroup[DefinitionError], IncarnateError):
+    """Every definition problem of one chart or registry, raised together."""
+
+    def __new__(cls, message: str, errors: list[DefinitionError]) -> ChartInvalid:
+        return super().__new__(cls, message, errors)
+
+    def derive(self, excs: list[DefinitionError]) -> ChartInvalid:  # type: ignore[override]
+        return ChartInvalid(self.message, excs)
+
+
+class StepError(IncarnateError):
+    """A macrostep could not be computed; nothing of it may be committed."""
+
+
+class RunawayMacrostep(StepError, RuntimeError):
+    """A macrostep did not reach a stable configuration within its microstep cap."""
+
+    def __init__(self, chart: str, event: str, limit: int, configuration: tuple[str, ...]) -> None:
+        self.chart = chart
+        self.event = event
+        self.limit = limit
+        self.configuration = configuration
+        super().__init__(
+            f"chart {chart!r}: event {event!r} did not settle within {limit} microsteps "
+            f"(last configuration {list(configuration)}); an eventless transition or raised "
+            "event probably loops forever: add a guard that eventually fails, or raise "
+            "Chart(max_microsteps=...) if the work is genuinely that long"
+        )
+
+
+class InstanceFinished(StepError, ValueError):
+    """An event was given to a snapshot that has already completed or stopped."""
+
+    def __init__(self, chart: str, status: str, event: str) -> None:
+        self.chart = chart
+        self.status = status
+        self.event = event
+        super().__init__(
+            f"chart {chart!r}: cannot process event {event!r}, the instance is {status}; "
+            "finished instances accept no further events"
+        )
+
+
+class UnknownTimer(StepError, LookupError):
+    """A timer was fired that is not armed in the snapshot."""
+
+    def __init__(self, chart: str, timer_id: str, armed: tuple[str, ...]) -> None:
+        self.chart = chart
+        self.timer_id = timer_id
+        self.armed = armed
+        super().__init__(
+            f"chart {chart!r}: timer {timer_id!r} is not armed (armed: {list(armed)}); "
+            "it was cancelled or has fired already"
+        )
+
+
+class InvalidEvent(StepError, ValueError):
+    """An event handed to the interpreter is malformed."""
+
+
+class CodecError(IncarnateError, ValueError):
+    """A value could not be encoded or decoded by the snapshot codec."""
+
+    def __init__(self, chart: str, path: str, problem: str) -> None:
+        self.chart = chart
+        self.path = path
+        self.problem = problem
+        super().__init__(f"chart {chart!r}, at {path}: {problem}")
+
+
+class UnknownChart(IncarnateError, LookupError):
+    """A chart or task name is not registered."""
+
+    def __init__(self, kind: str, name: str, known: tuple[str, ...]) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = known
+        super().__init__(
+            f"{kind} {name!r} is not registered (registered: {sorted(known)}); register it first"
+        )
