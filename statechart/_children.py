@@ -79,10 +79,11 @@ def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
 
 
 def _drop(run: Run, slot: ChildSlot) -> None:
-    if slot.status is SlotStatus.RUNNING:
-        run.effects.append(CancelChild(slot.invoke_id))
-    elif slot.status is SlotStatus.RETRYING:
+    """Forget a slot; a live one (running, or waiting for its retry) is cancelled."""
+    if slot.status is SlotStatus.RETRYING:
         run.cancel_timer(_retry_timer(slot))
+    if slot.live:
+        run.effects.append(CancelChild(slot.invoke_id))
     del run.slots[(slot.site, slot.key)]
 
 

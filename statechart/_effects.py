@@ -48,7 +48,11 @@ class ResumeChild:
 
 @attrs.frozen
 class CancelChild:
-    """Stop the live incarnation of a slot: its site's state was exited."""
+    """Stop the live incarnation of a slot (its site's state was exited, or its key removed).
+
+    Also emitted for a slot waiting for a retry: its retained activation ends
+    although no child is running.
+    """
 
     invoke_id: InvokeId
 

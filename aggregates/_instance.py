@@ -1,0 +1,415 @@
+"""The Instance aggregate: one chart or task instance, root or child.
+
+Every fact is a past-tense event. Commands check that they apply, then
+trigger exactly one event each; the engine composes the commands of one
+macrostep (on the parent, its new children and the instances it messages)
+and saves them together, so a macrostep is committed whole or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import attrs
+from eventsourcing.domain import Aggregate
+
+from aggregates._identity import AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
+from aggregates._records import (
+    Activation,
+    ActivationState,
+    CancelRequest,
+    Incident,
+    InstanceRecord,
+    InstanceStatus,
+    JsonObject,
+    Message,
+    RetryEntry,
+    Settlement,
+)
+from aggregates.errors import InvalidCommand
+from statechart import Effect, Event, JsonValue
+
+
+class Instance(Aggregate):
+    """A chart or task instance, event-sourced."""
+
+    class Started(Aggregate.Created):
+        """The instance exists: what it runs, on what input, and where it sits in its tree."""
+
+        kind: InstanceKind
+        name: str
+        fingerprint: str
+        input: JsonValue
+        owner: str
+        root: UUID
+        parent: Ref | None
+        birth: BirthFacts | None
+        ancestry: tuple[AncestryFrame, ...]
+
+    def __init__(
+        self,
+        kind: InstanceKind,
+        name: str,
+        fingerprint: str,
+        input: JsonValue,
+        owner: str,
+        root: UUID,
+        parent: Ref | None,
+        birth: BirthFacts | None,
+        ancestry: tuple[AncestryFrame, ...],
+    ) -> None:
+        self.record = InstanceRecord(kind, name, fingerprint, input, owner, root, parent, birth, ancestry)
+
+    # ------------------------------------------------------------ creation
+
+    @classmethod
+    def start_root(
+        cls, *, id: UUID, kind: InstanceKind, name: str, fingerprint: str, input: JsonValue, owner: str
+    ) -> Instance:
+        """A new root instance (no parent)."""
+        instance: Instance = cls._create(
+            cls.Started,
+            id=id,
+            kind=kind,
+            name=name,
+            fingerprint=fingerprint,
+            input=input,
+            owner=owner,
+            root=id,
+            parent=None,
+            birth=None,
+            ancestry=(),
+        )
+        return instance
+
+    @classmethod
+    def born(cls, facts: BirthFacts, *, fingerprint: str, owner: str) -> Instance:
+        """A new child instance carrying its birth facts; its id is derived from the Ref."""
+        instance: Instance = cls._create(
+            cls.Started,
+            id=facts.child_id,
+            kind=facts.kind,
+            name=facts.name,
+            fingerprint=fingerprint,
+            input=facts.input,
+            owner=owner,
+            root=facts.root,
+            parent=facts.ref,
+            birth=facts,
+            ancestry=facts.ancestry,
+        )
+        return instance
+
+    # ----------------------------------------------------------- guards
+
+    def _require_live(self, command: str) -> None:
+        status = self.record.status
+        if status.finished:
+            raise InvalidCommand(self.id, command, f"the instance is {status.value}")
+
+    # ------------------------------------------------------- macrosteps
+
+    class Stepped(Aggregate.Event):
+        """One committed macrostep: what triggered it and the resulting snapshot."""
+
+        trigger: Event | None
+        consumed: int | None
+        timer: str | None
+        snapshot: JsonObject
+        effects: tuple[Effect, ...]
+        now: float
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            inbox = record.inbox
+            if self.consumed is not None:
+                inbox = tuple(m for m in inbox if m.seq != self.consumed)
+            status = InstanceStatus.RUNNING if record.status is InstanceStatus.BORN else record.status
+            aggregate.record = attrs.evolve(
+                record, snapshot=self.snapshot, steps=record.steps + 1, inbox=inbox, status=status
+            )
+
+    def record_step(
+        self,
+        *,
+        trigger: Event | None,
+        consumed: int | None,
+        timer: str | None,
+        snapshot: JsonObject,
+        effects: tuple[Effect, ...],
+        now: float,
+    ) -> None:
+        """Commit a macrostep (the initial one has no trigger)."""
+        self._require_live("record a macrostep")
+        if self.record.status is InstanceStatus.PARKED:
+            raise InvalidCommand(self.id, "record a macrostep", "the instance is parked")
+        if consumed is not None and all(m.seq != consumed for m in self.record.inbox):
+            raise InvalidCommand(self.id, "record a macrostep", f"message {consumed} is not in the inbox")
+        self.trigger_event(
+            self.Stepped,
+            trigger=trigger,
+            consumed=consumed,
+            timer=timer,
+            snapshot=snapshot,
+            effects=effects,
+            now=now,
+        )
+
+    # ------------------------------------------------------ child slots
+
+    class Birth(Aggregate.Event):
+        """A child incarnation was decided by this macrostep; it is retained as an activation."""
+
+        facts: BirthFacts
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            facts = self.facts
+            activation = Activation(
+                facts.ref.site,
+                facts.ref.key,
+                facts.ref.generation,
+                facts.ref,
+                ActivationState.RUNNING,
+                facts.attempt,
+                facts.armed_step,
+                facts.provenance,
+                facts.kind,
+                facts.name,
+            )
+            aggregate.record = attrs.evolve(record, activations=(*record.activations, activation))
+
+    def record_birth(self, facts: BirthFacts) -> None:
+        """Retain a first incarnation of a slot."""
+        self._require_live("record a birth")
+        if facts.ref.parent != self.id:
+            raise InvalidCommand(self.id, "record a birth", f"Ref {facts.ref} names another parent")
+        if self.record.activation(facts.ref.site, facts.ref.key) is not None:
+            raise InvalidCommand(
+                self.id, "record a birth", f"slot {facts.ref.site}[{facts.ref.key}] already has an activation"
+            )
+        self.trigger_event(self.Birth, facts=facts)
+
+    class ChildRetry(Aggregate.Event):
+        """The retained incarnation failed; attempt ``attempt`` is due at ``deadline`` (the retry cursor)."""
+
+        ref: Ref
+        attempt: int
+        deadline: float
+        error: JsonValue
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            activations = tuple(
+                attrs.evolve(
+                    a,
+                    state=ActivationState.RETRYING,
+                    journal=(*a.journal, RetryEntry(self.ref, a.attempt, self.error, self.deadline)),
+                )
+                if a.ref == self.ref
+                else a
+                for a in record.activations
+            )
+            aggregate.record = attrs.evolve(record, activations=activations)
+
+    def record_retry(self, ref: Ref, attempt: int, deadline: float, error: JsonValue) -> None:
+        """Move a running activation to retrying."""
+        self._require_live("record a child retry")
+        activation = self.record.activation(ref.site, ref.key)
+        if activation is None or activation.ref != ref or activation.state is not ActivationState.RUNNING:
+            raise InvalidCommand(self.id, "record a child retry", f"{ref} is not the running incarnation")
+        if attempt != activation.attempt + 1:
+            raise InvalidCommand(
+                self.id, "record a child retry", f"attempt {attempt} does not follow {activation.attempt}"
+            )
+        self.trigger_event(self.ChildRetry, ref=ref, attempt=attempt, deadline=deadline, error=error)
+
+    class ChildResume(Aggregate.Event):
+        """A fresh incarnation of a retried slot (new generation and Ref, next attempt)."""
+
+        facts: BirthFacts
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            facts = self.facts
+            activations = tuple(
+                attrs.evolve(
+                    a,
+                    generation=facts.ref.generation,
+                    ref=facts.ref,
+                    state=ActivationState.RUNNING,
+                    attempt=facts.attempt,
+                    armed_step=facts.armed_step,
+                    provenance=Provenance.RETRY,
+                )
+                if a.ref == facts.previous
+                else a
+                for a in record.activations
+            )
+            aggregate.record = attrs.evolve(record, activations=activations)
+
+    def record_resume(self, facts: BirthFacts) -> None:
+        """Replace a retrying activation by its fresh incarnation."""
+        self._require_live("record a child resume")
+        previous = facts.previous
+        activation = self.record.activation(facts.ref.site, facts.ref.key)
+        if (
+            previous is None
+            or activation is None
+            or activation.ref != previous
+            or activation.state is not ActivationState.RETRYING
+        ):
+            raise InvalidCommand(
+                self.id, "record a child resume", f"{previous} is not a retrying incarnation of this instance"
+            )
+        if facts.attempt != activation.attempt + 1 or facts.ref.generation <= previous.generation:
+            raise InvalidCommand(
+                self.id, "record a child resume", "a resume needs the next attempt and a newer generation"
+            )
+        self.trigger_event(self.ChildResume, facts=facts)
+
+    class ChildSettled(Aggregate.Event):
+        """A slot no longer needs its activation: output consumed, failed for good, or cancelled."""
+
+        ref: Ref
+        settlement: Settlement
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            activations = tuple(a for a in record.activations if a.ref != self.ref)
+            aggregate.record = attrs.evolve(record, activations=activations)
+
+    def record_settled(self, ref: Ref, settlement: Settlement) -> None:
+        """Drop the activation of ``ref``."""
+        activation = self.record.activation(ref.site, ref.key)
+        if activation is None or activation.ref != ref:
+            raise InvalidCommand(self.id, "settle a child", f"{ref} is not retained")
+        self.trigger_event(self.ChildSettled, ref=ref, settlement=settlement)
+
+    # ------------------------------------------------------------ inbox
+
+    class Accepted(Aggregate.Event):
+        """An event was accepted into the inbox; it will be processed exactly once."""
+
+        message: Message
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            message = self.message
+            keys = record.keys if message.key is None else (*record.keys, message.key)
+            aggregate.record = attrs.evolve(
+                record, inbox=(*record.inbox, message), message_seq=message.seq, keys=keys
+            )
+
+    def accept(
+        self, event: Event, *, source: UUID | None, sent_at: float, key: str | None = None
+    ) -> Message | None:
+        """Append ``event`` to the inbox; ``None`` when ``key`` was accepted before."""
+        self._require_live("accept an event")
+        if key is not None and key in self.record.keys:
+            return None
+        message = Message(self.record.message_seq + 1, event, source, sent_at, key)
+        self.trigger_event(self.Accepted, message=message)
+        return message
+
+    class EvidenceRejected(Aggregate.Event):
+        """An inbox message was refused (stale evidence, or no such slot) and never applied."""
+
+        consumed: int
+        event: Event
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            inbox = tuple(m for m in record.inbox if m.seq != self.consumed)
+            aggregate.record = attrs.evolve(record, inbox=inbox)
+
+    def reject(self, message: Message, reason: str) -> None:
+        """Consume ``message`` without applying it, recording why."""
+        if all(m.seq != message.seq for m in self.record.inbox):
+            raise InvalidCommand(self.id, "reject a message", f"message {message.seq} is not in the inbox")
+        self.trigger_event(self.EvidenceRejected, consumed=message.seq, event=message.event, reason=reason)
+
+    # ----------------------------------------------------------- endings
+
+    class CancelRequested(Aggregate.Event):
+        """Someone (the parent, an operator) asked the instance to stop."""
+
+        by: UUID | None
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(aggregate.record, cancel=CancelRequest(self.by, self.reason))
+
+    def request_cancel(self, by: UUID | None, reason: str) -> bool:
+        """Ask the instance to stop; False when it has finished or was asked already."""
+        if self.record.status.finished or self.record.cancel is not None:
+            return False
+        self.trigger_event(self.CancelRequested, by=by, reason=reason)
+        return True
+
+    class Completed(Aggregate.Event):
+        """The instance finished with ``output``."""
+
+        output: JsonValue
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(aggregate.record, status=InstanceStatus.DONE, output=self.output)
+
+    def complete(self, output: JsonValue) -> None:
+        """Finish successfully."""
+        self._require_live("complete")
+        self.trigger_event(self.Completed, output=output)
+
+    class Failed(Aggregate.Event):
+        """The instance failed with ``error``."""
+
+        error: JsonValue
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(aggregate.record, status=InstanceStatus.FAILED, error=self.error)
+
+    def fail(self, error: JsonValue) -> None:
+        """Finish with a failure."""
+        self._require_live("fail")
+        self.trigger_event(self.Failed, error=error)
+
+    class Cancelled(Aggregate.Event):
+        """The instance stopped on request."""
+
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(
+                aggregate.record, status=InstanceStatus.CANCELLED, error={"cancelled": self.reason}
+            )
+
+    def mark_cancelled(self, reason: str) -> None:
+        """Finish as cancelled."""
+        self._require_live("cancel")
+        self.trigger_event(self.Cancelled, reason=reason)
+
+    class IncidentRecorded(Aggregate.Event):
+        """Something went wrong that needs an operator; a parking incident holds the instance."""
+
+        incident: Incident
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            status = InstanceStatus.PARKED if self.incident.parked else record.status
+            aggregate.record = attrs.evolve(record, incidents=(*record.incidents, self.incident), status=status)
+
+    def record_incident(self, kind: str, detail: str, *, park: bool) -> None:
+        """Record an incident, parking the instance when ``park``."""
+        self.trigger_event(self.IncidentRecorded, incident=Incident(kind, detail, self.version + 1, park))
+
+    # ------------------------------------------------------------ views
+
+    @property
+    def status(self) -> InstanceStatus:
+        """The instance's status."""
+        return self.record.status
+
+    def __repr__(self) -> str:
+        return f"<Instance {self.id} {self.record.kind.value} {self.record.name!r} {self.record.status.value} v{self.version}>"

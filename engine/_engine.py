@@ -1,0 +1,330 @@
+"""The Engine: an eventsourcing Application that runs chart instances durably."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError
+
+from aggregates import CattrsMapper, Instance, InstanceKind, InstanceStatus
+from engine._clock import Clock, SystemClock
+from engine._process import Decision, decide
+from engine._runners import DeterministicRunner, Runner
+from engine._storage import Storage
+from engine._tasks import TaskFunction, run_task
+from engine._work import UnitOfWork
+from engine.errors import ConfigurationError, EngineError, InstanceTerminated, StorageError, UnknownInstance
+from statechart import (
+    Chart,
+    Event,
+    JsonValue,
+    Registry,
+    Snapshot,
+    SnapshotCodec,
+    check_json,
+)
+from statechart.errors import CodecError
+
+log = logging.getLogger("incarnate.engine")
+
+MAX_CONFLICT_RETRIES = 20
+
+
+def _engine_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Engine(Application[UUID]):
+    """Runs chart and task instances, parents and children, durably.
+
+    Everything an instance decides is committed (one atomic save per
+    macrostep) before anything is enacted; a :class:`Runner` then works
+    through the instances that have something to do.
+    """
+
+    name = "incarnate"
+
+    def __init__(
+        self,
+        charts: Iterable[Chart[Any]] = (),
+        tasks: Mapping[str, TaskFunction] | None = None,
+        *,
+        storage: Storage | None = None,
+        clock: Clock | None = None,
+        runner: Runner | None = None,
+        engine_id: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.storage = storage if storage is not None else Storage.from_env()
+        merged = self.storage.env()
+        if env:
+            merged.update(env)
+        super().__init__(env=merged)
+        self.engine_id = engine_id or _engine_id()
+        self.clock: Clock = clock or SystemClock()
+        self.registry = Registry()
+        self.charts: dict[str, Chart[Any]] = {}
+        self.tasks: dict[str, TaskFunction] = {}
+        self._codecs: dict[str, SnapshotCodec[Any]] = {}
+        self._decoded: dict[UUID, tuple[int, Snapshot[Any]]] = {}
+        for chart in charts:
+            self.register(chart)
+        for name, fn in (tasks or {}).items():
+            self.register_task(name, fn)
+        self.registry.validate()
+        self.runner: Runner = runner or DeterministicRunner()
+        self.runner.attach(self)
+
+    # ----------------------------------------------------------- setup
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        """Events go through the project's cattrs codec (no pickle, exact tuples)."""
+        return CattrsMapper(
+            transcoder=self.factory.transcoder(),
+            cipher=self.factory.cipher(),
+            compressor=self.factory.compressor(),
+        )
+
+    def register(self, chart: Chart[Any]) -> None:
+        """Register a chart under its name."""
+        self.registry.add(chart)
+        self.charts[chart.name] = chart
+        self._codecs[chart.name] = SnapshotCodec(chart)
+
+    def register_task(self, name: str, fn: TaskFunction) -> None:
+        """Register a task callable (sync or async) under ``name``."""
+        if not callable(fn):
+            raise ConfigurationError(f"task {name!r} must be callable, got {fn!r}")
+        self.registry.add_task(name)
+        self.tasks[name] = fn
+
+    # ---------------------------------------------------------- codec
+
+    def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
+        """A snapshot as stored data."""
+        return self._codecs[chart.name].encode(snapshot)
+
+    def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
+        """The instance's current snapshot, decoded through its registered chart."""
+        cached = self._decoded.get(instance.id)
+        if cached is not None and cached[0] == instance.version:
+            return cached[1]
+        data = instance.record.snapshot
+        if data is None:
+            raise CodecError(chart.name, "snapshot", f"instance {instance.id} has no snapshot yet")
+        snapshot = self._codecs[chart.name].decode(data)
+        return snapshot
+
+    def _remember(self, instance: Instance) -> None:
+        chart = self.charts.get(instance.record.name)
+        if (
+            chart is None
+            or instance.record.snapshot is None
+            or instance.record.kind is not InstanceKind.CHART
+        ):
+            return
+        try:
+            snapshot = self._codecs[chart.name].decode(instance.record.snapshot)
+        except CodecError:
+            return
+        if len(self._decoded) > 10_000:
+            self._decoded.clear()
+        self._decoded[instance.id] = (instance.version, snapshot)
+
+    # -------------------------------------------------------- commands
+
+    def start(self, chart: str, input: JsonValue = None, *, id: UUID | None = None) -> UUID:
+        """Start a root instance of ``chart``; its first macrostep is committed with its creation."""
+        found = self.charts.get(chart)
+        if found is None:
+            raise EngineError(f"chart {chart!r} is not registered (registered: {sorted(self.charts)})")
+        check_json(input, "input")
+        instance = Instance.start_root(
+            id=id or uuid.uuid4(),
+            kind=InstanceKind.CHART,
+            name=chart,
+            fingerprint=found.fingerprint,
+            input=input,
+            owner=self.engine_id,
+        )
+        uow = UnitOfWork(self)
+        uow.created[instance.id] = instance
+        decide(self, uow, instance, careful=False)
+        self._commit(uow)
+        self._enact(uow)
+        return instance.id
+
+    def send(
+        self, instance_id: UUID, event: str | Event, data: JsonValue = None, *, key: str | None = None
+    ) -> int | None:
+        """Durably accept an event for an instance; returns its inbox sequence number.
+
+        The event is in the store when this returns and is processed exactly
+        once. With ``key``, a repeated send with the same key is accepted once
+        (the repeat returns None).
+        """
+        if isinstance(event, str):
+            event = Event(event, check_json(data, "data"))
+        if not event.name:
+            raise EngineError("an event needs a name")
+        for _ in range(MAX_CONFLICT_RETRIES):
+            instance = self.instance(instance_id)
+            if instance.record.status.finished:
+                raise InstanceTerminated(instance_id, instance.record.status.value)
+            message = instance.accept(event, source=None, sent_at=self.clock.now(), key=key)
+            if message is None:
+                return None
+            try:
+                self._save(instance)
+            except IntegrityError:
+                continue
+            self.runner.notify(instance_id)
+            return message.seq
+        raise StorageError(f"could not accept an event for {instance_id}: too many concurrent writers")
+
+    def cancel(self, instance_id: UUID, reason: str = "cancelled by an operator") -> bool:
+        """Ask an instance to stop (its children are cancelled in cascade)."""
+        for _ in range(MAX_CONFLICT_RETRIES):
+            instance = self.instance(instance_id)
+            if not instance.request_cancel(None, reason):
+                return False
+            try:
+                self._save(instance)
+            except IntegrityError:
+                continue
+            self.runner.notify(instance_id)
+            return True
+        raise StorageError(f"could not cancel {instance_id}: too many concurrent writers")
+
+    # ---------------------------------------------------------- queries
+
+    def instance(self, instance_id: UUID) -> Instance:
+        """The instance aggregate, as stored now."""
+        try:
+            instance: Instance = self.repository.get(instance_id)
+        except AggregateNotFoundError:
+            raise UnknownInstance(instance_id) from None
+        except PersistenceError as error:
+            raise StorageError(f"could not read instance {instance_id}: {error}") from error
+        return instance
+
+    def snapshot(self, instance_id: UUID) -> Snapshot[Any]:
+        """The decoded current snapshot of a chart instance."""
+        instance = self.instance(instance_id)
+        chart = self.charts.get(instance.record.name)
+        if chart is None:
+            raise EngineError(f"chart {instance.record.name!r} of {instance_id} is not registered")
+        return self.decode(chart, instance)
+
+    def children(self, instance_id: UUID) -> list[Instance]:
+        """The current incarnations retained by an instance (its activations)."""
+        instance = self.instance(instance_id)
+        return [self.instance(a.child_id) for a in instance.record.activations]
+
+    def instance_ids(self) -> Iterator[UUID]:
+        """Every instance id in the store, in order of first appearance."""
+        seen: set[UUID] = set()
+        start = 1
+        while True:
+            notifications = self.recorder.select_notifications(start=start, limit=500)
+            if not notifications:
+                return
+            for n in notifications:
+                originator = (
+                    n.originator_id if isinstance(n.originator_id, UUID) else UUID(str(n.originator_id))
+                )
+                if originator not in seen:
+                    seen.add(originator)
+                    yield originator
+            start = notifications[-1].id + 1
+
+    # -------------------------------------------------------- processing
+
+    def process(self, instance_id: UUID) -> Decision | None:
+        """Commit the next unit of work of one instance, then enact it; None when it is idle."""
+        careful = False
+        for _ in range(MAX_CONFLICT_RETRIES):
+            uow = UnitOfWork(self)
+            instance = uow.load(instance_id)
+            if instance is None:
+                return None
+            if instance.record.kind is InstanceKind.TASK and instance.record.status is InstanceStatus.BORN:
+                if instance.record.cancel is None:
+                    return run_task(self, instance_id)
+            decision = decide(self, uow, instance, careful=careful)
+            if decision is None:
+                return None
+            try:
+                self._commit(uow)
+            except IntegrityError:
+                careful = True
+                continue
+            self._enact(uow)
+            return decision
+        raise StorageError(f"could not commit work for {instance_id}: too many concurrent writers")
+
+    def _save(self, *instances: Instance) -> None:
+        try:
+            self.save(*instances)
+        except IntegrityError:
+            raise
+        except PersistenceError as error:
+            raise StorageError(f"the store refused a commit: {error}") from error
+
+    def _commit(self, uow: UnitOfWork) -> None:
+        pending = uow.pending()
+        if pending:
+            self._save(*pending)
+            for instance in pending:
+                self._remember(instance)
+
+    def _enact(self, uow: UnitOfWork) -> None:
+        for deadline, instance_id in uow.deadlines:
+            self.runner.notify_at(deadline, instance_id)
+        for instance_id in uow.followups:
+            self.runner.notify(instance_id)
+
+    # ---------------------------------------------------------- running
+
+    def run_until_idle(self, max_units: int = 100_000) -> int:
+        """Process work until nothing is due (the deterministic runner); returns units done."""
+        return self.runner.run_until_idle(max_units)
+
+    def resume_all(self) -> int:
+        """Hand every unfinished instance to the runner (after a restart); returns how many."""
+        count = 0
+        for instance_id in self.instance_ids():
+            try:
+                instance = self.instance(instance_id)
+            except UnknownInstance:
+                continue
+            record = instance.record
+            if record.status.finished or record.status is InstanceStatus.PARKED:
+                continue
+            count += 1
+            self.runner.notify(instance_id)
+            chart = self.charts.get(record.name)
+            if chart is not None and record.snapshot is not None:
+                try:
+                    for timer in self.decode(chart, instance).timers:
+                        self.runner.notify_at(timer.deadline, instance_id)
+                except CodecError:
+                    pass
+        return count
+
+    def close(self) -> None:
+        """Stop the runner gracefully, then close the store."""
+        runner = getattr(self, "runner", None)
+        if runner is not None:
+            runner.stop()
+        super().close()
+
+
+TaskFunctionAlias = Callable[..., object]

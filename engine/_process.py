@@ -1,0 +1,375 @@
+"""Deciding one unit of work for one instance: the macrostep and everything it commits.
+
+``decide`` reads the instance, computes exactly one macrostep with the pure
+interpreter (or one ending), and turns its effects into events on the
+instance, on its new children, on the instances it cancels or messages and
+on its parent — all pending in one :class:`UnitOfWork`, not yet saved.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aggregates import (
+    AncestryFrame,
+    BirthFacts,
+    Instance,
+    InstanceKind,
+    InstanceStatus,
+    Message,
+    Provenance,
+    Ref,
+    Settlement,
+)
+from aggregates.errors import InputMismatch
+from engine._work import UnitOfWork
+from statechart import (
+    ArmTimer,
+    BirthChild,
+    CancelChild,
+    Chart,
+    Completed,
+    Effect,
+    Event,
+    EventKind,
+    RejectedEvent,
+    ResumeChild,
+    RetryChild,
+    SendToChild,
+    SendToParent,
+    SlotStatus,
+    Snapshot,
+    Status,
+    child_message_event,
+    done_invoke_event,
+    error_invoke_event,
+    fire,
+    start,
+    step,
+    stop,
+)
+from statechart.errors import CodecError, StepError
+
+if TYPE_CHECKING:
+    from engine._engine import Engine
+
+PARENT_TYPE = "Instance"
+
+
+class Decision:
+    """What ``decide`` did: a summary for logs, tests and the timeline."""
+
+    def __init__(self, kind: str, detail: str = "") -> None:
+        self.kind = kind
+        self.detail = detail
+
+    def __repr__(self) -> str:
+        return f"<Decision {self.kind} {self.detail}>"
+
+
+def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool) -> Decision | None:
+    """Put the next macrostep (or ending) of ``instance`` into ``uow``; None when idle.
+
+    ``careful`` re-checks that children about to be born do not exist yet
+    (used after a commit conflict, so a re-delivered birth is recognised).
+    """
+    record = instance.record
+    if record.status.finished or record.status is InstanceStatus.PARKED:
+        return None
+    if record.kind is InstanceKind.TASK:
+        if record.cancel is not None:
+            _cancel_unstarted(uow, instance)
+            return Decision("cancelled", record.cancel.reason)
+        return None  # tasks are run by the runner, see engine._tasks
+    chart = engine.charts.get(record.name)
+    if chart is None:
+        instance.record_incident(
+            "unknown-chart",
+            f"chart {record.name!r} is not registered with this engine; register it and resolve the incident",
+            park=True,
+        )
+        return Decision("parked", f"unknown chart {record.name!r}")
+    now = engine.clock.now()
+    if record.cancel is not None:
+        return _cancel(engine, uow, instance, chart, now)
+    try:
+        if record.status is InstanceStatus.BORN:
+            lineage = tuple(frame.group for frame in record.ancestry)
+            snapshot, effects = start(chart, input=record.input, now=now, lineage=lineage)
+            instance.record_step(
+                trigger=None,
+                consumed=None,
+                timer=None,
+                snapshot=engine.encode(chart, snapshot),
+                effects=effects,
+                now=now,
+            )
+            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful)
+            return Decision("started")
+        current = engine.decode(chart, instance)
+        due = next((t for t in current.timers if t.deadline <= now), None)
+        message = record.inbox[0] if record.inbox else None
+        if due is not None and (message is None or due.deadline <= message.sent_at):
+            snapshot, effects = fire(chart, current, due.id, now=now)
+            instance.record_step(
+                trigger=due.event,
+                consumed=None,
+                timer=due.id,
+                snapshot=engine.encode(chart, snapshot),
+                effects=effects,
+                now=now,
+            )
+            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful)
+            return Decision("timer", due.id)
+        if message is None:
+            return None
+        snapshot, effects = step(chart, current, message.event, now=now)
+        if snapshot is current and len(effects) == 1 and isinstance(effects[0], RejectedEvent):
+            instance.reject(message, effects[0].reason)
+            return Decision("rejected", effects[0].reason)
+        instance.record_step(
+            trigger=message.event,
+            consumed=message.seq,
+            timer=None,
+            snapshot=engine.encode(chart, snapshot),
+            effects=effects,
+            now=now,
+        )
+        _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful)
+        return Decision("stepped", message.event.name)
+    except (StepError, CodecError) as error:
+        _fail_on_error(engine, uow, instance, error, now)
+        return Decision("failed", str(error))
+
+
+def _fail_on_error(engine: Engine, uow: UnitOfWork, instance: Instance, error: Exception, now: float) -> None:
+    """A macrostep that cannot be computed fails the instance, loudly, with an incident."""
+    kind = "runaway-macrostep" if type(error).__name__ == "RunawayMacrostep" else "step-error"
+    instance.record_incident(kind, str(error), park=False)
+    detail = {"error": type(error).__name__, "message": str(error)}
+    instance.fail(detail)
+    _notify_parent(uow, instance, error_invoke_event, detail, now)
+
+
+def _notify_parent(uow: UnitOfWork, instance: Instance, build: object, data: object, now: float) -> None:
+    parent_ref = instance.record.parent
+    if parent_ref is None:
+        return
+    parent = uow.load(parent_ref.parent)
+    if parent is None or parent.record.status.finished:
+        return
+    event = build(parent_ref.invoke_id, data)  # type: ignore[operator]
+    parent.accept(event, source=instance.id, sent_at=now)
+    uow.follow(parent.id)
+
+
+def _cancel_unstarted(uow: UnitOfWork, instance: Instance) -> None:
+    request = instance.record.cancel
+    assert request is not None
+    instance.mark_cancelled(request.reason)
+    parent_ref = instance.record.parent
+    if parent_ref is not None and request.by != parent_ref.parent:
+        _notify_parent(
+            uow, instance, error_invoke_event, {"reason": "cancelled", "detail": request.reason}, 0.0
+        )
+
+
+def _cancel(
+    engine: Engine, uow: UnitOfWork, instance: Instance, chart: Chart[object], now: float
+) -> Decision:
+    record = instance.record
+    request = record.cancel
+    assert request is not None
+    if record.status is not InstanceStatus.BORN:
+        current = engine.decode(chart, instance)
+        if current.status is Status.RUNNING:
+            snapshot, effects = stop(chart, current, now=now, reason=request.reason)
+            instance.record_step(
+                trigger=Event("cancel", request.reason, EventKind.PLATFORM),
+                consumed=None,
+                timer=None,
+                snapshot=engine.encode(chart, snapshot),
+                effects=effects,
+                now=now,
+            )
+            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=False)
+    instance.mark_cancelled(request.reason)
+    parent_ref = record.parent
+    if parent_ref is not None and request.by != parent_ref.parent:
+        _notify_parent(
+            uow, instance, error_invoke_event, {"reason": "cancelled", "detail": request.reason}, now
+        )
+    return Decision("cancelled", request.reason)
+
+
+def _facts(
+    engine: Engine,
+    instance: Instance,
+    chart: Chart[object],
+    *,
+    site_id: str,
+    key: str,
+    generation: int,
+    attempt: int,
+    input: object,
+    state: str,
+    armed_step: int,
+    provenance: Provenance,
+    previous: Ref | None,
+) -> BirthFacts:
+    site = chart.site_by_id[site_id]
+    ref = Ref(instance.id, site_id, key, generation)
+    ancestry = instance.record.ancestry
+    if site.group is not None:
+        ancestry = (*ancestry, AncestryFrame(site.group, ref))
+    kind = InstanceKind.CHART if site.chart is not None else InstanceKind.TASK
+    name = site.chart if site.chart is not None else site.task
+    assert name is not None
+    return BirthFacts(
+        PARENT_TYPE,
+        ref,
+        instance.record.root,
+        kind,
+        name,
+        state,
+        attempt,
+        input,  # type: ignore[arg-type]
+        ancestry,
+        armed_step,
+        provenance,
+        previous,
+    )
+
+
+def _create_child(engine: Engine, uow: UnitOfWork, facts: BirthFacts, *, careful: bool) -> None:
+    """Create the child of ``facts`` in the commit; a matching existing child is a no-op."""
+    if careful:
+        existing = uow.load(facts.child_id)
+        if existing is not None:
+            if existing.record.birth != facts:
+                theirs = existing.record.birth
+                raise InputMismatch(
+                    facts.child_id,
+                    facts.differences(theirs) if theirs is not None else ("the existing instance is a root",),
+                )
+            uow.follow(existing.id)
+            return
+    fingerprint = ""
+    if facts.kind is InstanceKind.CHART:
+        child_chart = engine.charts.get(facts.name)
+        fingerprint = child_chart.fingerprint if child_chart is not None else ""
+    uow.create(Instance.born(facts, fingerprint=fingerprint, owner=engine.engine_id))
+
+
+def _apply(
+    engine: Engine,
+    uow: UnitOfWork,
+    instance: Instance,
+    chart: Chart[object],
+    snapshot: Snapshot[object],
+    effects: tuple[Effect, ...],
+    now: float,
+    *,
+    careful: bool,
+) -> None:
+    """Turn a macrostep's effects into events on this and the other instances."""
+    armed_step = snapshot.steps - 1
+    for effect in effects:
+        if isinstance(effect, BirthChild):
+            iid = effect.invoke_id
+            facts = _facts(
+                engine,
+                instance,
+                chart,
+                site_id=iid.site,
+                key=iid.key,
+                generation=iid.generation,
+                attempt=effect.attempt,
+                input=effect.input,
+                state=effect.state,
+                armed_step=armed_step,
+                provenance=Provenance.BIRTH,
+                previous=None,
+            )
+            instance.record_birth(facts)
+            _create_child(engine, uow, facts, careful=careful)
+        elif isinstance(effect, RetryChild):
+            failed = effect.failed
+            ref = Ref(instance.id, failed.site, failed.key, failed.generation)
+            instance.record_retry(ref, effect.attempt, effect.deadline, effect.error)
+            uow.watch(effect.deadline, instance.id)
+        elif isinstance(effect, ResumeChild):
+            iid, previous = effect.invoke_id, effect.previous
+            facts = _facts(
+                engine,
+                instance,
+                chart,
+                site_id=iid.site,
+                key=iid.key,
+                generation=iid.generation,
+                attempt=effect.attempt,
+                input=effect.input,
+                state=effect.state,
+                armed_step=armed_step,
+                provenance=Provenance.RETRY,
+                previous=Ref(instance.id, previous.site, previous.key, previous.generation),
+            )
+            instance.record_resume(facts)
+            _create_child(engine, uow, facts, careful=careful)
+        elif isinstance(effect, CancelChild):
+            iid = effect.invoke_id
+            ref = Ref(instance.id, iid.site, iid.key, iid.generation)
+            activation = instance.record.activation(iid.site, iid.key)
+            if activation is not None and activation.ref == ref:
+                instance.record_settled(ref, Settlement.CANCELLED)
+            child = uow.load(ref.child_id)
+            if child is not None and child.request_cancel(
+                instance.id, f"parent left state {snapshot_state(chart, iid.site)!r}"
+            ):
+                uow.follow(child.id)
+        elif isinstance(effect, SendToChild):
+            iid = effect.invoke_id
+            child = uow.load(Ref(instance.id, iid.site, iid.key, iid.generation).child_id)
+            if child is not None and not child.record.status.finished:
+                child.accept(effect.event, source=instance.id, sent_at=now)
+                uow.follow(child.id)
+        elif isinstance(effect, SendToParent):
+            parent_ref = instance.record.parent
+            if parent_ref is not None:
+                parent = uow.load(parent_ref.parent)
+                if parent is not None and not parent.record.status.finished:
+                    event = child_message_event(parent_ref.invoke_id, effect.event.name, effect.event.data)
+                    parent.accept(event, source=instance.id, sent_at=now)
+                    uow.follow(parent.id)
+        elif isinstance(effect, ArmTimer):
+            uow.watch(effect.timer.deadline, instance.id)
+    _settle(instance, snapshot)
+    for effect in effects:
+        if isinstance(effect, Completed):
+            instance.complete(effect.output)
+            _notify_parent(uow, instance, done_invoke_event, effect.output, now)
+    if instance.record.inbox or snapshot.timers:
+        uow.follow(instance.id)
+
+
+def snapshot_state(chart: Chart[object], site_id: str) -> str:
+    """The state a site sits on."""
+    return chart.ids[chart.site_state[site_id]]
+
+
+def _settle(instance: Instance, snapshot: Snapshot[object]) -> None:
+    """Drop the activations whose slots finished in this macrostep (output consumed or failed)."""
+    for activation in instance.record.activations:
+        slot = snapshot.slot(activation.site, activation.key)
+        if slot is None or slot.generation != activation.generation:
+            instance.record_settled(activation.ref, Settlement.CANCELLED)
+        elif slot.status is SlotStatus.DONE:
+            instance.record_settled(activation.ref, Settlement.DONE)
+        elif slot.status is SlotStatus.FAILED:
+            instance.record_settled(activation.ref, Settlement.FAILED)
+
+
+def next_message(instance: Instance) -> Message | None:
+    """The inbox head, if any."""
+    inbox = instance.record.inbox
+    return inbox[0] if inbox else None

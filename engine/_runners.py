@@ -1,0 +1,244 @@
+"""Runners: who works through the instances that have something to do.
+
+The :class:`DeterministicRunner` does everything on the calling thread, in
+a fixed order, when asked (tests, simulations, the demo). The
+:class:`ThreadedRunner` keeps a pool of worker threads and a timer thread;
+``stop()`` lets in-flight units of work finish and starts no new ones.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from engine._engine import Engine
+
+log = logging.getLogger("incarnate.runner")
+
+
+class Runner(Protocol):
+    """The port between the engine and whatever executes its work."""
+
+    def attach(self, engine: Engine) -> None:
+        """Bind to an engine (called once by the engine)."""
+        ...
+
+    def notify(self, instance_id: UUID) -> None:
+        """``instance_id`` may have work now."""
+        ...
+
+    def notify_at(self, deadline: float, instance_id: UUID) -> None:
+        """``instance_id`` will have work at ``deadline`` (the engine's clock)."""
+        ...
+
+    def run_until_idle(self, max_units: int) -> int:
+        """Do all due work now, if this runner supports it; returns units done."""
+        ...
+
+    def stop(self) -> None:
+        """Finish in-flight work and start no more."""
+        ...
+
+
+class DeterministicRunner:
+    """Single-threaded: work happens only inside :meth:`run_until_idle`, in FIFO order."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        self.queue: deque[UUID] = deque()
+        self.queued: set[UUID] = set()
+        self.timers: list[tuple[float, int, UUID]] = []
+        self._sequence = 0
+        self.units = 0
+
+    def attach(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def notify(self, instance_id: UUID) -> None:
+        if instance_id not in self.queued:
+            self.queued.add(instance_id)
+            self.queue.append(instance_id)
+
+    def notify_at(self, deadline: float, instance_id: UUID) -> None:
+        self._sequence += 1
+        heapq.heappush(self.timers, (deadline, self._sequence, instance_id))
+
+    def _release_due(self) -> None:
+        assert self.engine is not None
+        now = self.engine.clock.now()
+        while self.timers and self.timers[0][0] <= now:
+            _, _, instance_id = heapq.heappop(self.timers)
+            self.notify(instance_id)
+
+    def run_until_idle(self, max_units: int = 100_000) -> int:
+        """Process queued and due instances until none has work left."""
+        assert self.engine is not None
+        done = 0
+        self._release_due()
+        while self.queue:
+            if done >= max_units:
+                raise RuntimeError(
+                    f"still busy after {max_units} units of work; an instance may be looping "
+                    "(a chart that keeps sending itself events)"
+                )
+            instance_id = self.queue.popleft()
+            self.queued.discard(instance_id)
+            decision = self.engine.process(instance_id)
+            if decision is not None:
+                done += 1
+                self.units += 1
+                self.notify(instance_id)
+            self._release_due()
+        return done
+
+    def next_deadline(self) -> float | None:
+        """The earliest watched deadline, if any."""
+        return self.timers[0][0] if self.timers else None
+
+    def stop(self) -> None:
+        self.queue.clear()
+        self.queued.clear()
+
+
+class ThreadedRunner:
+    """A pool of worker threads plus a timer thread.
+
+    An instance is worked on by one thread at a time; a notification that
+    arrives while it is being worked on makes the worker look at it again.
+    """
+
+    def __init__(self, workers: int = 4, *, poll_interval: float = 0.05) -> None:
+        if workers < 1:
+            raise ValueError(f"a threaded runner needs at least one worker, got {workers}")
+        self.workers = workers
+        self.poll_interval = poll_interval
+        self.engine: Engine | None = None
+        self._lock = threading.Condition()
+        self._queue: deque[UUID] = deque()
+        self._queued: set[UUID] = set()
+        self._busy: set[UUID] = set()
+        self._again: set[UUID] = set()
+        self._timers: list[tuple[float, int, UUID]] = []
+        self._sequence = 0
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+        self.units = 0
+        self.errors: list[BaseException] = []
+
+    def attach(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def start(self) -> None:
+        """Start the worker and timer threads."""
+        if self._threads:
+            return
+        self._stopping = False
+        for n in range(self.workers):
+            thread = threading.Thread(target=self._work, name=f"incarnate-worker-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        timer = threading.Thread(target=self._tick, name="incarnate-timers", daemon=True)
+        timer.start()
+        self._threads.append(timer)
+
+    def notify(self, instance_id: UUID) -> None:
+        with self._lock:
+            if instance_id in self._busy:
+                self._again.add(instance_id)
+            elif instance_id not in self._queued:
+                self._queued.add(instance_id)
+                self._queue.append(instance_id)
+            self._lock.notify_all()
+
+    def notify_at(self, deadline: float, instance_id: UUID) -> None:
+        with self._lock:
+            self._sequence += 1
+            heapq.heappush(self._timers, (deadline, self._sequence, instance_id))
+            self._lock.notify_all()
+
+    def _work(self) -> None:
+        assert self.engine is not None
+        while True:
+            with self._lock:
+                while not self._queue and not self._stopping:
+                    self._lock.wait(self.poll_interval)
+                if self._stopping:
+                    return
+                instance_id = self._queue.popleft()
+                self._queued.discard(instance_id)
+                self._busy.add(instance_id)
+            decision = None
+            try:
+                decision = self.engine.process(instance_id)
+            except Exception as error:  # noqa: BLE001 - a worker must survive one bad unit
+                log.exception("work on %s failed", instance_id)
+                self.errors.append(error)
+            with self._lock:
+                self._busy.discard(instance_id)
+                if decision is not None:
+                    self.units += 1
+                if decision is not None or instance_id in self._again:
+                    self._again.discard(instance_id)
+                    if instance_id not in self._queued:
+                        self._queued.add(instance_id)
+                        self._queue.append(instance_id)
+                self._lock.notify_all()
+
+    def _tick(self) -> None:
+        assert self.engine is not None
+        while True:
+            with self._lock:
+                if self._stopping:
+                    return
+                now = self.engine.clock.now()
+                while self._timers and self._timers[0][0] <= now:
+                    _, _, instance_id = heapq.heappop(self._timers)
+                    if instance_id in self._busy:
+                        self._again.add(instance_id)
+                    elif instance_id not in self._queued:
+                        self._queued.add(instance_id)
+                        self._queue.append(instance_id)
+                    self._lock.notify_all()
+                wait = self.poll_interval
+                if self._timers:
+                    wait = max(0.0, min(wait, self._timers[0][0] - now))
+                self._lock.wait(wait)
+
+    def idle(self) -> bool:
+        """Whether nothing is queued or being worked on (timers may still be pending)."""
+        with self._lock:
+            return not self._queue and not self._busy
+
+    def wait_until_idle(self, timeout: float = 10.0) -> bool:
+        """Block until idle or ``timeout`` seconds passed; returns whether idle."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._queue or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._lock.wait(min(remaining, self.poll_interval))
+        return True
+
+    def run_until_idle(self, max_units: int = 100_000) -> int:
+        """Wait for the workers to drain the queue (starting them if needed)."""
+        self.start()
+        before = self.units
+        self.wait_until_idle(timeout=60.0)
+        return self.units - before
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Let in-flight units finish, then stop every thread."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()

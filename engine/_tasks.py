@@ -1,0 +1,126 @@
+"""Tasks: named Python callables run as child instances.
+
+A task child has the same identity, retry and exactly-once-consumption
+rules as a chart child. Its body runs at least once per incarnation (again
+after a crash before its outcome was committed), so it receives an
+idempotency key — the Ref and the attempt — to deduplicate side effects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
+from uuid import UUID
+
+import attrs
+from eventsourcing.persistence import IntegrityError
+
+from aggregates import Instance, InstanceStatus, Ref
+from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
+
+if TYPE_CHECKING:
+    from engine._engine import Engine
+    from engine._process import Decision
+
+log = logging.getLogger("incarnate.tasks")
+
+
+@attrs.frozen
+class TaskCall:
+    """What a task receives: its input and the identity of this incarnation."""
+
+    instance_id: UUID
+    ref: Ref
+    attempt: int
+    input: JsonValue
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across re-runs of this incarnation, different for every retry."""
+        return (
+            f"{self.ref.parent}/{self.ref.site}/{self.ref.key}/{self.ref.generation}/attempt-{self.attempt}"
+        )
+
+
+TaskFunction: TypeAlias = Callable[[TaskCall], JsonValue | Awaitable[JsonValue]]
+
+
+def _call(fn: TaskFunction, call: TaskCall) -> JsonValue:
+    result = fn(call)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_await(result))
+    return check_json(result, "task output")
+
+
+async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
+    return await awaitable
+
+
+def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
+    """Run a born task child and commit its outcome with the parent's notification."""
+    from engine._process import Decision
+    from engine._work import UnitOfWork
+
+    instance = engine.instance(instance_id)
+    record = instance.record
+    facts = record.birth
+    if record.status is not InstanceStatus.BORN or facts is None:
+        return None
+    fn = engine.tasks.get(record.name)
+    if fn is None:
+        instance.record_incident(
+            "unknown-task",
+            f"task {record.name!r} is not registered with this engine; register it and resolve the incident",
+            park=True,
+        )
+        engine._save(instance)
+        return Decision("parked", f"unknown task {record.name!r}")
+    call = TaskCall(instance_id, facts.ref, facts.attempt, record.input)
+    failure: dict[str, JsonValue] | None = None
+    output: JsonValue = None
+    try:
+        output = _call(fn, call)
+    except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
+        log.info("task %s (%s) failed: %s", record.name, call.idempotency_key, error)
+        failure = {"error": type(error).__name__, "message": str(error)}
+    for _ in range(20):
+        uow = UnitOfWork(engine)
+        task = uow.load(instance_id)
+        if task is None or task.record.status is not InstanceStatus.BORN:
+            return None
+        now = engine.clock.now()
+        if task.record.cancel is not None:
+            task.mark_cancelled(task.record.cancel.reason)
+            kind = "cancelled"
+        elif failure is not None:
+            task.fail(failure)
+            _notify(uow, task, error_invoke_event(facts.ref.invoke_id, failure), now)
+            kind = "failed"
+        else:
+            task.complete(output)
+            _notify(uow, task, done_invoke_event(facts.ref.invoke_id, output), now)
+            kind = "completed"
+        try:
+            engine._commit(uow)
+        except IntegrityError:
+            continue
+        engine._enact(uow)
+        return Decision(f"task-{kind}", record.name)
+    return None
+
+
+def _notify(uow: object, task: Instance, event: object, now: float) -> None:
+    from engine._work import UnitOfWork
+
+    assert isinstance(uow, UnitOfWork)
+    parent_ref = task.record.parent
+    if parent_ref is None:
+        return
+    parent = uow.load(parent_ref.parent)
+    if parent is None or parent.record.status.finished:
+        return
+    parent.accept(event, source=task.id, sent_at=now)  # type: ignore[arg-type]
+    uow.follow(parent.id)

@@ -1,0 +1,66 @@
+"""A unit of work: the aggregates one macrostep touches, saved together.
+
+A parent's macrostep may create children, cancel or message others and
+notify its own parent. Everything it decides goes into one
+``Application.save`` — one transaction — before anything is enacted; the
+unit of work then tells the runner which instances now have work and which
+deadlines to watch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+
+from aggregates import Instance
+
+if TYPE_CHECKING:
+    from engine._engine import Engine
+
+
+class UnitOfWork:
+    """Loaded and new aggregates of one commit, and what to enact after it."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.loaded: dict[UUID, Instance | None] = {}
+        self.created: dict[UUID, Instance] = {}
+        self.followups: list[UUID] = []
+        self.deadlines: list[tuple[float, UUID]] = []
+
+    def load(self, instance_id: UUID) -> Instance | None:
+        """The instance, loaded once per unit of work (None when it does not exist)."""
+        if instance_id in self.created:
+            return self.created[instance_id]
+        if instance_id not in self.loaded:
+            try:
+                instance: Instance | None = self.engine.repository.get(instance_id)
+            except AggregateNotFoundError:
+                instance = None
+            self.loaded[instance_id] = instance
+        return self.loaded[instance_id]
+
+    def create(self, instance: Instance) -> None:
+        """Add a new instance to the commit."""
+        self.created[instance.id] = instance
+        self.follow(instance.id)
+
+    def follow(self, instance_id: UUID) -> None:
+        """Give ``instance_id`` to the runner once the commit has landed."""
+        if instance_id not in self.followups:
+            self.followups.append(instance_id)
+
+    def watch(self, deadline: float, instance_id: UUID) -> None:
+        """Wake ``instance_id`` at ``deadline`` once the commit has landed."""
+        self.deadlines.append((deadline, instance_id))
+
+    def pending(self) -> list[Instance]:
+        """Every aggregate with events to save."""
+        touched = [i for i in self.loaded.values() if i is not None and i.pending_events]
+        return touched + list(self.created.values())
+
+    def event_count(self) -> int:
+        """How many events the commit holds."""
+        return sum(len(i.pending_events) for i in self.pending())

@@ -1,0 +1,78 @@
+"""The package layering: imports only point down statechart <- aggregates <- projections <- engine."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ALLOWED: dict[str, set[str]] = {
+    "statechart": set(),
+    "aggregates": {"statechart"},
+    "projections": {"statechart", "aggregates"},
+    "engine": {"statechart", "aggregates", "projections"},
+}
+OURS = set(ALLOWED)
+
+IMPURE = {
+    "eventsourcing",
+    "time",
+    "datetime",
+    "random",
+    "secrets",
+    "uuid",
+    "os",
+    "io",
+    "pathlib",
+    "socket",
+    "sqlite3",
+    "threading",
+    "asyncio",
+    "subprocess",
+    "pickle",
+}
+"""Modules the pure statechart package must not import: no I/O, clock, randomness or pickle."""
+
+
+def _imports(package: str) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.extend((path, alias.name.split(".")[0]) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append((path, node.module.split(".")[0]))
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_imports_point_down(package: str) -> None:
+    """A package imports only the packages below it."""
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path, module in _imports(package)
+        if module in OURS and module != package and module not in ALLOWED[package]
+    ]
+    assert wrong == []
+
+
+def test_statechart_is_pure() -> None:
+    """The statechart package imports no eventsourcing, I/O, clock, randomness or pickle."""
+    wrong = [f"{path.relative_to(ROOT)} imports {module}" for path, module in _imports("statechart") if module in IMPURE]
+    assert wrong == []
+
+
+def test_aggregates_and_projections_do_no_io() -> None:
+    """Aggregates and projections import no database driver or process machinery."""
+    forbidden = {"sqlite3", "psycopg", "psycopg_pool", "subprocess", "socket", "threading", "asyncio"}
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for package in ("aggregates", "projections")
+        for path, module in _imports(package)
+        if module in forbidden
+    ]
+    assert wrong == []
