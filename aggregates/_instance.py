@@ -398,7 +398,9 @@ class Instance(Aggregate):
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             status = InstanceStatus.PARKED if self.incident.parked else record.status
-            aggregate.record = attrs.evolve(record, incidents=(*record.incidents, self.incident), status=status)
+            aggregate.record = attrs.evolve(
+                record, incidents=(*record.incidents, self.incident), status=status
+            )
 
     def record_incident(self, kind: str, detail: str, *, park: bool) -> None:
         """Record an incident, parking the instance when ``park``."""
@@ -412,4 +414,7 @@ class Instance(Aggregate):
         return self.record.status
 
     def __repr__(self) -> str:
-        return f"<Instance {self.id} {self.record.kind.value} {self.record.name!r} {self.record.status.value} v{self.version}>"
+        record = self.record
+        return (
+            f"<Instance {self.id} {record.kind.value} {record.name!r} {record.status.value} v{self.version}>"
+        )

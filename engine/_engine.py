@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError, Mapper, PersistenceError
 
-from aggregates import CattrsMapper, Instance, InstanceKind, InstanceStatus
+from aggregates import BirthFacts, CattrsMapper, Instance, InstanceKind, InstanceStatus
+from aggregates.errors import InputMismatch, InvalidCommand
 from engine._clock import Clock, SystemClock
 from engine._process import Decision, decide
 from engine._runners import DeterministicRunner, Runner
@@ -35,6 +37,15 @@ from statechart.errors import CodecError
 log = logging.getLogger("incarnate.engine")
 
 MAX_CONFLICT_RETRIES = 20
+
+_MEMORY_STORES: dict[str, ApplicationRecorder] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def forget_memory_store(name: str) -> None:
+    """Drop a named in-memory store (tests call this when done with it)."""
+    with _MEMORY_LOCK:
+        _MEMORY_STORES.pop(name, None)
 
 
 def _engine_id() -> str:
@@ -74,6 +85,7 @@ class Engine(Application[UUID]):
         self.tasks: dict[str, TaskFunction] = {}
         self._codecs: dict[str, SnapshotCodec[Any]] = {}
         self._decoded: dict[UUID, tuple[int, Snapshot[Any]]] = {}
+        self.hooks: list[Callable[[str, UnitOfWork], None]] = []
         for chart in charts:
             self.register(chart)
         for name, fn in (tasks or {}).items():
@@ -91,6 +103,17 @@ class Engine(Application[UUID]):
             cipher=self.factory.cipher(),
             compressor=self.factory.compressor(),
         )
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        """The store's recorder; named in-memory stores are shared between engines."""
+        name = self.storage.memory_name if self.storage.kind == "popo" else ""
+        if not name:
+            return super().construct_recorder()
+        with _MEMORY_LOCK:
+            recorder = _MEMORY_STORES.get(name)
+            if recorder is None:
+                recorder = _MEMORY_STORES[name] = super().construct_recorder()
+            return recorder
 
     def register(self, chart: Chart[Any]) -> None:
         """Register a chart under its name."""
@@ -203,7 +226,37 @@ class Engine(Application[UUID]):
             return True
         raise StorageError(f"could not cancel {instance_id}: too many concurrent writers")
 
+    def deliver_birth(self, facts: BirthFacts) -> bool:
+        """Create the child a retained Birth names, if it does not exist yet (re-delivery).
+
+        Identical facts for an existing child are a no-op (False); different
+        facts raise :class:`~aggregates.InputMismatch` and write nothing. The
+        parent must retain an activation for the facts' Ref.
+        """
+        parent = self.instance(facts.ref.parent)
+        activation = parent.record.activation(facts.ref.site, facts.ref.key)
+        if activation is None or activation.ref != facts.ref:
+            raise InvalidCommand(parent.id, "deliver a birth", f"no activation retains {facts.ref}")
+        uow = UnitOfWork(self)
+        existing = uow.load(facts.child_id)
+        if existing is not None:
+            theirs = existing.record.birth
+            if theirs != facts:
+                raise InputMismatch(
+                    facts.child_id, facts.differences(theirs) if theirs is not None else ("it is a root",)
+                )
+            return False
+        fingerprint = self.charts[facts.name].fingerprint if facts.name in self.charts else ""
+        uow.create(Instance.born(facts, fingerprint=fingerprint, owner=self.engine_id))
+        self._commit(uow)
+        self._enact(uow)
+        return True
+
     # ---------------------------------------------------------- queries
+
+    def events_of(self, instance_id: UUID) -> list[Any]:
+        """Every stored event of an instance, oldest first."""
+        return list(self.events.get(instance_id))
 
     def instance(self, instance_id: UUID) -> Instance:
         """The instance aggregate, as stored now."""
@@ -255,9 +308,13 @@ class Engine(Application[UUID]):
             instance = uow.load(instance_id)
             if instance is None:
                 return None
-            if instance.record.kind is InstanceKind.TASK and instance.record.status is InstanceStatus.BORN:
-                if instance.record.cancel is None:
-                    return run_task(self, instance_id)
+            record = instance.record
+            if (
+                record.kind is InstanceKind.TASK
+                and record.status is InstanceStatus.BORN
+                and record.cancel is None
+            ):
+                return run_task(self, instance_id)
             decision = decide(self, uow, instance, careful=careful)
             if decision is None:
                 return None
@@ -281,9 +338,16 @@ class Engine(Application[UUID]):
     def _commit(self, uow: UnitOfWork) -> None:
         pending = uow.pending()
         if pending:
+            self._hook("before-commit", uow)
             self._save(*pending)
             for instance in pending:
                 self._remember(instance)
+            self._hook("after-commit", uow)
+
+    def _hook(self, point: str, uow: UnitOfWork) -> None:
+        """Commit points where tests inject crashes (see ``engine.testing``)."""
+        for hook in self.hooks:
+            hook(point, uow)
 
     def _enact(self, uow: UnitOfWork) -> None:
         for deadline, instance_id in uow.deadlines:
@@ -325,6 +389,3 @@ class Engine(Application[UUID]):
         if runner is not None:
             runner.stop()
         super().close()
-
-
-TaskFunctionAlias = Callable[..., object]

@@ -32,6 +32,7 @@ from statechart import (
     Effect,
     Event,
     EventKind,
+    JsonValue,
     RejectedEvent,
     ResumeChild,
     RetryChild,
@@ -119,7 +120,7 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
                 effects=effects,
                 now=now,
             )
-            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful)
+            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=due.event)
             return Decision("timer", due.id)
         if message is None:
             return None
@@ -135,7 +136,7 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
             effects=effects,
             now=now,
         )
-        _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful)
+        _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=message.event)
         return Decision("stepped", message.event.name)
     except (StepError, CodecError) as error:
         _fail_on_error(engine, uow, instance, error, now)
@@ -146,7 +147,7 @@ def _fail_on_error(engine: Engine, uow: UnitOfWork, instance: Instance, error: E
     """A macrostep that cannot be computed fails the instance, loudly, with an incident."""
     kind = "runaway-macrostep" if type(error).__name__ == "RunawayMacrostep" else "step-error"
     instance.record_incident(kind, str(error), park=False)
-    detail = {"error": type(error).__name__, "message": str(error)}
+    detail: dict[str, JsonValue] = {"error": type(error).__name__, "message": str(error)}
     instance.fail(detail)
     _notify_parent(uow, instance, error_invoke_event, detail, now)
 
@@ -271,6 +272,7 @@ def _apply(
     now: float,
     *,
     careful: bool,
+    trigger: Event | None = None,
 ) -> None:
     """Turn a macrostep's effects into events on this and the other instances."""
     armed_step = snapshot.steps - 1
@@ -343,7 +345,7 @@ def _apply(
                     uow.follow(parent.id)
         elif isinstance(effect, ArmTimer):
             uow.watch(effect.timer.deadline, instance.id)
-    _settle(instance, snapshot)
+    _settle(instance, snapshot, trigger)
     for effect in effects:
         if isinstance(effect, Completed):
             instance.complete(effect.output)
@@ -357,10 +359,26 @@ def snapshot_state(chart: Chart[object], site_id: str) -> str:
     return chart.ids[chart.site_state[site_id]]
 
 
-def _settle(instance: Instance, snapshot: Snapshot[object]) -> None:
-    """Drop the activations whose slots finished in this macrostep (output consumed or failed)."""
+def _settle(instance: Instance, snapshot: Snapshot[object], trigger: Event | None) -> None:
+    """Drop the activations whose slots ended in this macrostep.
+
+    A slot whose outcome this macrostep consumed settles as done (or failed,
+    for an exhausted ``error.invoke``) even when the chart then left the
+    site's state in the same macrostep; any other slot that vanished was
+    cancelled.
+    """
+    consumed = trigger.invoke_id if trigger is not None else None
     for activation in instance.record.activations:
         slot = snapshot.slot(activation.site, activation.key)
+        if consumed is not None and consumed == activation.ref.invoke_id and trigger is not None:
+            if trigger.name.startswith("done.invoke."):
+                instance.record_settled(activation.ref, Settlement.DONE)
+                continue
+            if trigger.name.startswith("error.invoke.") and (
+                slot is None or slot.generation != activation.generation or slot.status is SlotStatus.FAILED
+            ):
+                instance.record_settled(activation.ref, Settlement.FAILED)
+                continue
         if slot is None or slot.generation != activation.generation:
             instance.record_settled(activation.ref, Settlement.CANCELLED)
         elif slot.status is SlotStatus.DONE:

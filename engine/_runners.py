@@ -175,7 +175,7 @@ class ThreadedRunner:
             decision = None
             try:
                 decision = self.engine.process(instance_id)
-            except Exception as error:  # noqa: BLE001 - a worker must survive one bad unit
+            except Exception as error:
                 log.exception("work on %s failed", instance_id)
                 self.errors.append(error)
             with self._lock:

@@ -38,12 +38,17 @@ class Storage:
     postgres_password: str = ""
     postgres_schema: str = ""
     create_tables: bool = True
+    memory_name: str = ""
     extra: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def popo(cls) -> Storage:
-        """In memory: nothing survives the process (tests)."""
-        return cls("popo")
+    def popo(cls, name: str = "") -> Storage:
+        """In memory: nothing survives the process (tests).
+
+        Engines given the same non-empty ``name`` share one in-memory store,
+        so a test can stop an engine and start a fresh one over the same data.
+        """
+        return cls("popo", memory_name=name)
 
     @classmethod
     def sqlite(cls, path: str = DEFAULT_SQLITE_PATH) -> Storage:
@@ -130,5 +135,6 @@ class Storage:
         if self.kind == "sqlite":
             return f"SQLite file {self.sqlite_path}"
         if self.kind == "postgres":
-            return f"PostgreSQL {self.postgres_user}@{self.postgres_host}:{self.postgres_port}/{self.postgres_dbname}"
+            where = f"{self.postgres_host}:{self.postgres_port}/{self.postgres_dbname}"
+            return f"PostgreSQL {self.postgres_user}@{where}"
         return "in-memory (POPO)"

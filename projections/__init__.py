@@ -1,3 +1,12 @@
-"""Projections of instance events: checkpoints, listings, trees and timelines."""
+"""Projections of instance events: checkpoints, listings, call trees and timelines."""
 
-__all__: list[str] = []
+from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
+
+__all__ = [
+    "TimelineEntry",
+    "TreeNode",
+    "call_tree",
+    "render_timeline",
+    "render_tree",
+    "timeline",
+]

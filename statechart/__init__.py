@@ -9,6 +9,7 @@ reads a clock or draws randomness: effects are returned as data.
 
 from statechart._chart import Chart, NoContext
 from statechart._codec import CONVERTER, SnapshotCodec, check_json, context_from_input, make_converter
+from statechart._diagram import to_dot, to_mermaid
 from statechart._effects import (
     ActionFailed,
     ArmTimer,
@@ -148,5 +149,7 @@ __all__ = [
     "state",
     "step",
     "stop",
+    "to_dot",
+    "to_mermaid",
     "transition",
 ]

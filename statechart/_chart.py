@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
@@ -22,7 +22,7 @@ from statechart._model import (
 from statechart._shape import Shape, SiteShape, StateShape, TransitionShape
 from statechart._validate import Validator, walk
 
-C = TypeVar("C")
+C = TypeVar("C", covariant=True)
 
 ROOT = 0
 """Index of the implicit root (the SCXML ``<scxml>`` element)."""
@@ -45,18 +45,18 @@ class CompiledTransition:
     """A transition with its states resolved to indices (see :class:`Chart`)."""
 
     __slots__ = (
-        "source",
-        "position",
-        "order",
-        "events",
-        "targets",
-        "guard",
         "actions",
-        "internal",
         "delay",
-        "history_targets",
         "domain",
+        "events",
+        "guard",
+        "history_targets",
+        "internal",
         "label",
+        "order",
+        "position",
+        "source",
+        "targets",
         "timer_id",
     )
 
@@ -85,7 +85,14 @@ class CompiledTransition:
         self.timer_id: str | None = None
 
     def matches(self, name: str) -> bool:
-        """SCXML 3.12.1: a descriptor matches a name it equals or token-prefixes."""
+        """SCXML 3.12.1: a descriptor matches a name it equals or token-prefixes.
+
+        A delayed transition's timer event matches exactly, so that the timer
+        of a state nested in another (``a`` and ``a.1``) never takes the
+        outer state's transition.
+        """
+        if self.timer_id is not None:
+            return name == self.timer_id
         for descriptor in self.events:
             if descriptor == "*" or name == descriptor or name.startswith(descriptor + "."):
                 return True
@@ -136,7 +143,7 @@ class Chart(Generic[C]):
         *states: StateNode,
         context: type[C] | type[NoContext] = NoContext,
         initial: str | Sequence[str] | None = None,
-        context_from_input: Callable[[JsonValue], C] | None = None,
+        context_from_input: Callable[[JsonValue], Any] | None = None,
         max_microsteps: int = 1000,
         description: str = "",
         allow_unreachable: Sequence[str] = (),
@@ -145,15 +152,13 @@ class Chart(Generic[C]):
         self.context_type: type[C] = context  # type: ignore[assignment]
         self.roots = tuple(states)
         self.initial_ids = _targets(initial)
-        self.context_from_input = context_from_input
+        self.context_from_input: Callable[[JsonValue], C] | None = context_from_input
         self.max_microsteps = max_microsteps
         self.description = description
         self.allow_unreachable = tuple(allow_unreachable)
         problems = self._validate()
         if problems:
-            raise errors.ChartInvalid(
-                f"chart {name!r} has {len(problems)} definition problem(s)", problems
-            )
+            raise errors.ChartInvalid(f"chart {name!r} has {len(problems)} definition problem(s)", problems)
         self._compile()
         self.shape = self._shape()
         self.fingerprint = self.shape.fingerprint
@@ -180,7 +185,9 @@ class Chart(Generic[C]):
                     self.name, "max_microsteps", f"{self.max_microsteps} is below 1", "use a positive cap"
                 )
             )
-        problems.extend(Validator(self.name, self.roots, self.initial_ids, self.allow_unreachable).run(self.context_type))
+        problems.extend(
+            Validator(self.name, self.roots, self.initial_ids, self.allow_unreachable).run(self.context_type)
+        )
         return problems
 
     # --------------------------------------------------------- compilation
@@ -293,18 +300,16 @@ class Chart(Generic[C]):
         """The least common compound ancestor (SCXML ``findLCCA``)."""
         head, tail = states[0], states[1:]
         for anc in self.ancestors[head]:
-            if anc == ROOT or self.kind[anc] is StateKind.COMPOUND:
-                if all(anc in self.ancestor_sets[s] for s in tail):
-                    return anc
+            compound = anc == ROOT or self.kind[anc] is StateKind.COMPOUND
+            if compound and all(anc in self.ancestor_sets[s] for s in tail):
+                return anc
         return ROOT
 
     def matching(self, name: str) -> tuple[tuple[CompiledTransition, ...], ...]:
         """Per state, the transitions whose descriptors match event ``name``."""
         cached = self._match_cache.get(name)
         if cached is None:
-            cached = tuple(
-                tuple(t for t in ts if t.events and t.matches(name)) for ts in self.transitions
-            )
+            cached = tuple(tuple(t for t in ts if t.events and t.matches(name)) for ts in self.transitions)
             if len(self._match_cache) < 4096:
                 self._match_cache[name] = cached
         return cached

@@ -10,7 +10,7 @@ than the slot's current one are stale and rejected.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -73,9 +73,7 @@ def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
     run.slots[(site.id, key)] = ChildSlot(
         site.id, key, generation, 1, SlotStatus.RUNNING, state_id, input, run.steps
     )
-    run.effects.append(
-        BirthChild(invoke_id, site.chart, site.task, input, 1, _lineage(run, site), state_id)
-    )
+    run.effects.append(BirthChild(invoke_id, site.chart, site.task, input, 1, _lineage(run, site), state_id))
 
 
 def _drop(run: Run, slot: ChildSlot) -> None:
@@ -106,9 +104,9 @@ def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None
 def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue]:
     if not callable(site.input):
         return True, site.input
+    mapper: Callable[..., JsonValue] = site.input
     try:
-        value: JsonValue = site.input(run.context)
-        return True, value
+        return True, mapper(run.context)
     except Exception as error:  # noqa: BLE001 - reported as error.execution
         run.fail(run.chart.ids[state], f"input of site {site.id}", error)
         return False, None
@@ -143,16 +141,28 @@ def reconcile_sites(run: Run) -> None:
             if members is None:
                 continue
             current = [slot for slot in run.slots.values() if slot.site == site.id]
+            dropped_live = False
             for slot in current:
                 if slot.key not in members:
+                    dropped_live = dropped_live or slot.live
                     _drop(run, slot)
             for key, value in members.items():
                 if (site.id, key) not in run.slots:
                     birth(run, state, site, key, value)
-            if entered and not members:
-                run.internal.append(Event(f"done.invoke.{site.id}", {}, EventKind.PLATFORM))
+            if entered or dropped_live:
+                # Entered with no members, or the last unfinished members were
+                # removed: the family is complete now.
+                _complete_family(run, site)
     run.entered.clear()
     run.reconciled_context = run.context
+
+
+def _complete_family(run: Run, site: Site) -> None:
+    """Raise ``done.invoke.<site>`` with every output if every member is done."""
+    members = [s for s in run.slots.values() if s.site == site.id]
+    if all(s.status is SlotStatus.DONE for s in members):
+        outputs: dict[str, JsonValue] = {s.key: s.output for s in members}
+        run.internal.append(Event(f"done.invoke.{site.id}", outputs, EventKind.PLATFORM))
 
 
 def cancel_state_children(run: Run, state: int) -> None:
@@ -192,7 +202,14 @@ def resume(run: Run, slot: ChildSlot, site: Site) -> None:
     generation = run.next_generation
     run.next_generation += 1
     fresh = ChildSlot(
-        slot.site, slot.key, generation, slot.attempt + 1, SlotStatus.RUNNING, slot.state, slot.input, run.steps
+        slot.site,
+        slot.key,
+        generation,
+        slot.attempt + 1,
+        SlotStatus.RUNNING,
+        slot.state,
+        slot.input,
+        run.steps,
     )
     run.slots[(slot.site, slot.key)] = fresh
     run.effects.append(
@@ -268,10 +285,7 @@ def absorb_child_event(run: Run, event: Event) -> Verdict:
         run.slots[(slot.site, slot.key)] = attrs.evolve(slot, status=SlotStatus.DONE, output=event.data)
         if site.members is None:
             return Verdict.DELIVER
-        members = [s for s in run.slots.values() if s.site == site.id]
-        if all(s.status is SlotStatus.DONE for s in members):
-            outputs: dict[str, JsonValue] = {s.key: s.output for s in members}
-            run.internal.append(Event(f"done.invoke.{site.id}", outputs, EventKind.PLATFORM))
+        _complete_family(run, site)
         return Verdict.ABSORBED
     if name == f"error.invoke.{site.id}":
         if slot.attempt < site.retry.max_attempts:

@@ -10,8 +10,10 @@ refused with the path where it was found.
 from __future__ import annotations
 
 import math
+import typing
 from typing import Any, Generic, TypeVar, Union, get_args, get_origin
 
+import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
@@ -61,7 +63,7 @@ def is_json_type(annotation: object) -> bool:
     if get_origin(annotation) is not Union:
         return False
     args = get_args(annotation)
-    return _SCALARS <= set(args) and len(args) == 7
+    return set(args) >= _SCALARS and len(args) == 7
 
 
 def make_converter() -> cattrs.Converter:
@@ -88,8 +90,27 @@ class SnapshotCodec(Generic[C]):
         try:
             data: dict[str, Any] = self.converter.unstructure(snapshot, self.type)
         except (TypeError, ValueError) as error:
+            self._locate(snapshot)
             raise errors.CodecError(self.chart.name, "snapshot", str(error)) from error
         return data
+
+    def _locate(self, snapshot: Snapshot[C]) -> None:
+        """Raise a CodecError naming the (nested) snapshot field that does not encode."""
+        self._descend(snapshot, self.type, "snapshot")
+
+    def _descend(self, value: object, annotation: Any, path: str) -> None:
+        try:
+            self.converter.unstructure(value, annotation)
+        except (TypeError, ValueError) as error:
+            cls = type(value)
+            if attrs.has(cls):
+                hints = typing.get_type_hints(cls)
+                for field in attrs.fields(cls):
+                    inner: Any = hints.get(field.name, Any)
+                    if path == "snapshot" and field.name == "context":
+                        inner = self.chart.context_type
+                    self._descend(getattr(value, field.name), inner, f"{path}.{field.name}")
+            raise errors.CodecError(self.chart.name, path, str(error)) from error
 
     def decode(self, data: dict[str, Any]) -> Snapshot[C]:
         """The snapshot back from :meth:`encode`'s data."""

@@ -8,7 +8,7 @@ from typing import TypeAlias, Union
 import attrs
 
 JsonValue: TypeAlias = Union[  # noqa: UP007 - a runtime object cattrs can key hooks on
-    None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]
+    bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"], None
 ]
 """Data carried by events, child inputs and outputs: plain JSON values.
 

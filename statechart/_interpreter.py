@@ -12,6 +12,7 @@ child sites of the states that stay active.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TypeVar
 
 from statechart import errors
@@ -158,8 +159,8 @@ class Run:
             self.effects.append(Logged(action.label, self.data(action.data)))
 
     def send(self, action: Send) -> None:
-        delay = action.delay(self.context, self.event) if callable(action.delay) else action.delay  # type: ignore[call-arg]
-        delay = float(delay)
+        expr: Callable[..., float] | float = action.delay
+        delay = float(expr(self.context, self.event) if callable(expr) else expr)
         if not delay >= 0:
             raise ValueError(f"send {action.event!r} has a negative delay {delay}")
         send_id = action.id or f"send.{self.sequence}"
@@ -179,6 +180,8 @@ class Run:
             self.effects.append(CancelTimer(timer_id))
 
     def guard(self, t: CompiledTransition) -> bool:
+        if t.timer_id is not None and self.event.send_id != t.timer_id:
+            return False  # a delayed transition is taken by its own timer only
         guard = t.guard
         if guard is None:
             return True
@@ -300,7 +303,9 @@ class Run:
             for h in chart.histories[s]:
                 if chart.deep[h]:
                     self.history[h] = tuple(
-                        sorted(x for x in self.config if chart.kind[x] in _ATOMIC and s in chart.ancestor_sets[x])
+                        sorted(
+                            x for x in self.config if chart.kind[x] in _ATOMIC and s in chart.ancestor_sets[x]
+                        )
                     )
                 else:
                     self.history[h] = tuple(sorted(x for x in self.config if chart.parent[x] == s))
@@ -336,7 +341,8 @@ class Run:
             self.execute(chart.ids[s], chart.entry[s])
             for t in chart.afters[s]:
                 assert t.timer_id is not None and t.delay is not None
-                self.arm_timer(t.timer_id, self.now + t.delay, Event(t.timer_id, None, EventKind.PLATFORM))
+                event = Event(t.timer_id, None, EventKind.PLATFORM, send_id=t.timer_id)
+                self.arm_timer(t.timer_id, self.now + t.delay, event)
             default = history_content.get(s)
             if default is not None:
                 self.execute(chart.ids[s], default.actions)

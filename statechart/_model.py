@@ -141,9 +141,7 @@ def raise_event(event: str, data: DataExpr = None) -> Raise:
     return Raise(event, data)
 
 
-def send(
-    event: str, data: DataExpr = None, *, delay: DelayExpr = 0.0, id: str | None = None
-) -> Send:
+def send(event: str, data: DataExpr = None, *, delay: DelayExpr = 0.0, id: str | None = None) -> Send:
     """An action that sends an event to this instance, optionally delayed."""
     return Send(event, data, delay, id)
 
@@ -236,8 +234,7 @@ def transition(
     events = _split_events(event)
     if not events:
         raise ValueError(
-            "transition() needs at least one event descriptor; use always() for an "
-            "eventless transition"
+            "transition() needs at least one event descriptor; use always() for an eventless transition"
         )
     return Transition(events, _targets(target), guard, _actions(actions), internal, None, id)
 
@@ -433,4 +430,3 @@ def history(
     """A history pseudo-state (SCXML 3.10); ``default`` is used before any exit."""
     default_transition = Transition((), _targets(default), None, _actions(actions))
     return StateNode(id, StateKind.HISTORY, transitions=(default_transition,), deep=deep)
-

@@ -102,17 +102,19 @@ class Registry:
             for site, state in chart.child_charts():
                 if site.chart is None or site.chart not in self._charts:
                     continue
-                if cyclic.get(site.chart) is not None and cyclic.get(site.chart) == cyclic.get(chart.name):
-                    if site.group is None or site.max_depth is None:
-                        found.append(
-                            errors.UnboundedRecursion(
-                                chart.name,
-                                f"site {site.id!r} on state {state!r}",
-                                f"it invokes {site.chart!r}, which leads back to {chart.name!r}, "
-                                "with no recursion bound",
-                                "declare invoke(..., group='<name>', max_depth=N)",
-                            )
+                recursive = cyclic.get(site.chart) is not None and cyclic.get(site.chart) == cyclic.get(
+                    chart.name
+                )
+                if recursive and (site.group is None or site.max_depth is None):
+                    found.append(
+                        errors.UnboundedRecursion(
+                            chart.name,
+                            f"site {site.id!r} on state {state!r}",
+                            f"it invokes {site.chart!r}, which leads back to {chart.name!r}, "
+                            "with no recursion bound",
+                            "declare invoke(..., group='<name>', max_depth=N)",
                         )
+                    )
         return found
 
     def validate(self) -> None:
@@ -124,7 +126,7 @@ class Registry:
     def _cyclic_charts(self) -> dict[str, int]:
         """Charts on a cycle, mapped to their strongly connected component (Tarjan)."""
         edges: dict[str, list[str]] = {
-            name: [s.chart for s, _ in chart.child_charts() if s.chart in self._charts]  # type: ignore[misc]
+            name: [s.chart for s, _ in chart.child_charts() if s.chart is not None and s.chart in self._charts]
             for name, chart in self._charts.items()
         }
         index: dict[str, int] = {}

@@ -131,7 +131,5 @@ def compare(old: Shape, new: Shape) -> Compatibility:
         if site.id not in old_sites:
             additive.append(f"site {site.id!r} was added")
     if old.transitions != new.transitions:
-        additive.append(
-            f"transitions changed ({len(old.transitions)} before, {len(new.transitions)} now)"
-        )
+        additive.append(f"transitions changed ({len(old.transitions)} before, {len(new.transitions)} now)")
     return Compatibility(tuple(breaking), tuple(additive))

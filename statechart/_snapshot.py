@@ -9,7 +9,7 @@ import attrs
 
 from statechart._event import Event, InvokeId, JsonValue, Timer
 
-C = TypeVar("C")
+C = TypeVar("C", covariant=True)
 
 
 class Status(enum.Enum):

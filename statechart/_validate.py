@@ -108,8 +108,7 @@ class Validator:
                 errors.InvalidDefinition,
                 "context",
                 f"{context.__qualname__} is mutable, so actions could change a snapshot in place",
-                "declare it with @attrs.frozen and return a new value from assign() "
-                "(attrs.evolve)",
+                "declare it with @attrs.frozen and return a new value from assign() (attrs.evolve)",
             )
 
     # ----------------------------------------------------------------- ids
@@ -147,16 +146,26 @@ class Validator:
                     continue
                 label = _transition_label(located.node.id, position, t)
                 if not STATE_ID.match(t.id):
-                    self.add(errors.UnstableId, label, "the transition id is not a stable name", "use letters, digits, '_', '-' and '.'")
+                    self.add(
+                        errors.UnstableId,
+                        label,
+                        "the transition id is not a stable name",
+                        "use letters, digits, '_', '-' and '.'",
+                    )
                 if t.id in transition_ids:
-                    self.add(errors.AmbiguousId, label, f"transition id {t.id!r} is used twice", "give each transition its own id")
+                    self.add(
+                        errors.AmbiguousId,
+                        label,
+                        f"transition id {t.id!r} is used twice",
+                        "give each transition its own id",
+                    )
                 transition_ids.add(t.id)
 
     # ----------------------------------------------------------- structure
 
     def check_structure(self) -> None:
         for located in self.nodes:
-            node, parent = located.node, located.parent
+            node = located.node
             where = f"state {node.id!r}"
             if node.kind is StateKind.FINAL:
                 if node.children:
@@ -185,6 +194,16 @@ class Validator:
                 )
             if node.kind is StateKind.COMPOUND:
                 self.check_initial(where, node.id, node.initial, node.children)
+            if node.kind is StateKind.PARALLEL:
+                for child in node.children:
+                    if child.kind is StateKind.FINAL:
+                        self.add(
+                            errors.InvalidDefinition,
+                            where,
+                            f"final state {child.id!r} is a region of the parallel state; it would "
+                            "count as finished from the start",
+                            f"wrap it in a compound state: state('{child.id}_region', final({child.id!r}))",
+                        )
             if node.kind is StateKind.PARALLEL and not [
                 c for c in node.children if c.kind is not StateKind.HISTORY
             ]:
@@ -281,7 +300,12 @@ class Validator:
             for second in known[i + 1 :]:
                 if first == second or self.is_descendant(first, second) or self.is_descendant(second, first):
                     if first == second:
-                        self.add(errors.InvalidDefinition, where, f"target {first!r} is named twice", "name it once")
+                        self.add(
+                            errors.InvalidDefinition,
+                            where,
+                            f"target {first!r} is named twice",
+                            "name it once",
+                        )
                     continue
                 common = self.common_ancestor(first, second)
                 kind = self.by_id[common].node.kind if common else StateKind.COMPOUND
@@ -314,7 +338,9 @@ class Validator:
         for located in self.nodes:
             node = located.node
             if node.kind is StateKind.HISTORY:
-                self.check_actions(f"history {node.id!r}", node.transitions[0].actions if node.transitions else (), site_ids)
+                self.check_actions(
+                    f"history {node.id!r}", node.transitions[0].actions if node.transitions else (), site_ids
+                )
                 continue
             for position, t in enumerate(node.transitions):
                 label = _transition_label(node.id, position, t)
@@ -346,7 +372,12 @@ class Validator:
                         "name an existing state",
                     )
                 elif t.guard is not None and not isinstance(t.guard, InState) and not callable(t.guard):
-                    self.add(errors.InvalidDefinition, label, f"guard {t.guard!r} is not callable", "pass a function (context, event) -> bool")
+                    self.add(
+                        errors.InvalidDefinition,
+                        label,
+                        f"guard {t.guard!r} is not callable",
+                        "pass a function (context, event) -> bool",
+                    )
                 self.check_actions(label, t.actions, site_ids)
             self.check_actions(f"entry of state {node.id!r}", node.entry, site_ids)
             self.check_actions(f"exit of state {node.id!r}", node.exit, site_ids)
@@ -378,7 +409,9 @@ class Validator:
                         "pin an id such as 'payment'",
                     )
                 if site.id in seen:
-                    self.add(errors.AmbiguousId, where, "the site id is used twice", "give each site its own id")
+                    self.add(
+                        errors.AmbiguousId, where, "the site id is used twice", "give each site its own id"
+                    )
                 seen.add(site.id)
                 if node.kind in (StateKind.FINAL, StateKind.HISTORY):
                     continue
@@ -404,9 +437,19 @@ class Validator:
                         "declare invoke(..., group='name', max_depth=N)",
                     )
                 if site.max_depth is not None and site.max_depth < 1:
-                    self.add(errors.UnboundedRecursion, where, f"max_depth={site.max_depth} is below 1", "use max_depth >= 1")
+                    self.add(
+                        errors.UnboundedRecursion,
+                        where,
+                        f"max_depth={site.max_depth} is below 1",
+                        "use max_depth >= 1",
+                    )
                 if site.members is not None and not callable(site.members):
-                    self.add(errors.InvalidDefinition, where, "map= is not callable", "pass a function context -> {key: input}")
+                    self.add(
+                        errors.InvalidDefinition,
+                        where,
+                        "map= is not callable",
+                        "pass a function context -> {key: input}",
+                    )
 
     # -------------------------------------------------------- reachability
 

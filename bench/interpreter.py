@@ -1,0 +1,545 @@
+"""Events per second of one macrostep: incarnate against Sismic and python-statemachine.
+
+One macrostep is one external event processed until the configuration is
+stable. Each library runs the same charts and the same cyclic event script:
+
+* ``flat``: ten states ``s0`` … ``s9`` and one event ``next`` cycling through them;
+* ``nested``: a compound ``on`` holding a deep history and a parallel state
+  ``running`` with two regions (``left`` has a nested compound), plus
+  ``off``; ``tick`` moves the left region, ``tock`` the right one, and
+  ``power`` leaves ``on`` for ``off`` and comes back through the history.
+
+Before timing anything, every chart is driven through a check script in each
+library and the configurations are compared after every event, so the
+numbers compare the same work. The libraries are then interleaved over
+several rounds (the machine is assumed noisy) and the median rate per
+library is reported, with the ratios against the project's targets.
+
+Run ``python -m bench.interpreter --help`` for the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import importlib.metadata
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from statechart import Chart, Event, NoContext, Snapshot, history, parallel, start, state, step, transition
+
+INCARNATE = "incarnate"
+STATEMACHINE = "python-statemachine"
+SISMIC = "sismic"
+LIBRARIES = (INCARNATE, STATEMACHINE, SISMIC)
+
+TARGETS = {STATEMACHINE: 3.0, SISMIC: 10.0}
+"""The speed-ups incarnate aims for, per competing library."""
+
+INSTALL_HINT = "install the bench extra: pip install -e '.[bench]'"
+
+FLAT_STATES = tuple(f"s{n}" for n in range(10))
+FLAT_RING = tuple(zip(FLAT_STATES, FLAT_STATES[1:] + FLAT_STATES[:1], strict=True))
+"""The flat chart's moves on ``next``: each state to the following one, the last to the first."""
+
+BATCH_EVENTS = 100
+"""Roughly how many events run between two clock reads."""
+
+
+# ---------------------------------------------------------------- runners
+
+
+class Runner(Protocol):
+    """One library driving one chart instance."""
+
+    def send(self, name: str) -> None:
+        """Process one external event to a stable configuration."""
+
+    def run(self, cycles: int) -> None:
+        """Process the chart's event script ``cycles`` times over."""
+
+    def configuration(self) -> frozenset[str]:
+        """The ids of every active state (the chart's own root excluded)."""
+
+
+class IncarnateRunner:
+    """Drives a chart with :func:`statechart.step`, one pure macrostep per event."""
+
+    def __init__(self, chart: Chart[NoContext], script: Sequence[str]) -> None:
+        self.chart = chart
+        # events are immutable values, so the script's are built once, like the
+        # interned strings the other libraries receive
+        self.events = tuple(Event(name) for name in script)
+        self.snapshot: Snapshot[NoContext] = start(chart)[0]
+
+    def send(self, name: str) -> None:
+        """Step one event."""
+        self.snapshot = step(self.chart, self.snapshot, Event(name))[0]
+
+    def run(self, cycles: int) -> None:
+        """Step the script ``cycles`` times, carrying the snapshot along."""
+        chart, snapshot, events = self.chart, self.snapshot, self.events
+        for _ in range(cycles):
+            for event in events:
+                snapshot, _effects = step(chart, snapshot, event)
+        self.snapshot = snapshot
+
+    def configuration(self) -> frozenset[str]:
+        """The snapshot's configuration."""
+        return frozenset(self.snapshot.configuration)
+
+
+class SismicRunner:
+    """Drives a Sismic interpreter: queue one event, then ``execute_once``."""
+
+    def __init__(self, statechart: Any, script: Sequence[str]) -> None:
+        from sismic.interpreter import Interpreter
+
+        self.root: str = statechart.root
+        self.interpreter = Interpreter(statechart)
+        self.interpreter.execute_once()  # enters the initial configuration
+        self.script = tuple(script)
+
+    def send(self, name: str) -> None:
+        """Queue and process one event."""
+        self.interpreter.queue(name)
+        self.interpreter.execute_once()
+
+    def run(self, cycles: int) -> None:
+        """Queue and process the script ``cycles`` times over, one event per macrostep."""
+        queue, execute_once, script = self.interpreter.queue, self.interpreter.execute_once, self.script
+        for _ in range(cycles):
+            for name in script:
+                queue(name)
+                execute_once()
+
+    def configuration(self) -> frozenset[str]:
+        """The interpreter's configuration without the statechart's root state."""
+        return frozenset(self.interpreter.configuration) - {self.root}
+
+
+class StatemachineRunner:
+    """Drives a python-statemachine machine with ``send``."""
+
+    def __init__(self, machine_class: Callable[[], Any], script: Sequence[str]) -> None:
+        self.machine = machine_class()
+        self.script = tuple(script)
+
+    def send(self, name: str) -> None:
+        """Send one event."""
+        self.machine.send(name)
+
+    def run(self, cycles: int) -> None:
+        """Send the script ``cycles`` times over."""
+        send, script = self.machine.send, self.script
+        for _ in range(cycles):
+            for name in script:
+                send(name)
+
+    def configuration(self) -> frozenset[str]:
+        """The ids of the machine's active states."""
+        return frozenset(s.id for s in self.machine.configuration)
+
+
+# ----------------------------------------------------------- flat chart
+
+
+def incarnate_flat() -> Chart[NoContext]:
+    """Ten states in a ring, ``next`` moving one step along it."""
+    return Chart("bench.flat", *(state(s, on=[transition("next", t)]) for s, t in FLAT_RING))
+
+
+def sismic_flat() -> Any:
+    """The ring as a Sismic statechart (a root compound state holds the ten states)."""
+    from sismic.model import BasicState, CompoundState, Statechart, Transition
+
+    chart = Statechart("flat")
+    chart.add_state(CompoundState("flat", initial=FLAT_STATES[0]), None)
+    for name in FLAT_STATES:
+        chart.add_state(BasicState(name), "flat")
+    for source, target in FLAT_RING:
+        chart.add_transition(Transition(source, target, event="next"))
+    chart.validate()
+    return chart
+
+
+def statemachine_flat() -> Any:
+    """The ring as a python-statemachine class."""
+    from statemachine import State, StateMachine
+
+    class FlatMachine(StateMachine):
+        s0 = State(initial=True)
+        s1 = State()
+        s2 = State()
+        s3 = State()
+        s4 = State()
+        s5 = State()
+        s6 = State()
+        s7 = State()
+        s8 = State()
+        s9 = State()
+
+        next = (
+            s0.to(s1)
+            | s1.to(s2)
+            | s2.to(s3)
+            | s3.to(s4)
+            | s4.to(s5)
+            | s5.to(s6)
+            | s6.to(s7)
+            | s7.to(s8)
+            | s8.to(s9)
+            | s9.to(s0)
+        )
+
+    return FlatMachine
+
+
+# --------------------------------------------------------- nested chart
+#
+# A return through one history per region would need a transition with two
+# targets, which Sismic cannot express; the deep history therefore sits on
+# the compound ``on`` that wraps the parallel state, which all three
+# libraries support and which restores both regions down to their leaves.
+
+
+def incarnate_nested() -> Chart[NoContext]:
+    """``on`` (deep history around a parallel state with two regions) and ``off``."""
+    left = state(
+        "left",
+        state("l1", on=[transition("tick", "l2")]),
+        state(
+            "l2",
+            state("l2a", on=[transition("tick", "l2b")]),
+            state("l2b", on=[transition("tick", "l1")]),
+        ),
+    )
+    right = state(
+        "right",
+        state("r1", on=[transition("tock", "r2")]),
+        state("r2", on=[transition("tock", "r3")]),
+        state("r3", on=[transition("tock", "r1")]),
+    )
+    return Chart(
+        "bench.nested",
+        state(
+            "on",
+            history("on_history", "running", deep=True),
+            parallel("running", left, right),
+            initial="running",
+            on=[transition("power", "off")],
+        ),
+        state("off", on=[transition("power", "on_history")]),
+    )
+
+
+def sismic_nested() -> Any:
+    """The nested chart as a Sismic statechart under a root compound state ``device``."""
+    from sismic.model import (
+        BasicState,
+        CompoundState,
+        DeepHistoryState,
+        OrthogonalState,
+        Statechart,
+        Transition,
+    )
+
+    chart = Statechart("nested")
+    states = [
+        (CompoundState("device", initial="on"), None),
+        (CompoundState("on", initial="running"), "device"),
+        (DeepHistoryState("on_history", memory="running"), "on"),
+        (OrthogonalState("running"), "on"),
+        (CompoundState("left", initial="l1"), "running"),
+        (BasicState("l1"), "left"),
+        (CompoundState("l2", initial="l2a"), "left"),
+        (BasicState("l2a"), "l2"),
+        (BasicState("l2b"), "l2"),
+        (CompoundState("right", initial="r1"), "running"),
+        (BasicState("r1"), "right"),
+        (BasicState("r2"), "right"),
+        (BasicState("r3"), "right"),
+        (BasicState("off"), "device"),
+    ]
+    for node, parent in states:
+        chart.add_state(node, parent)
+    moves = [
+        ("l1", "l2", "tick"),
+        ("l2a", "l2b", "tick"),
+        ("l2b", "l1", "tick"),
+        ("r1", "r2", "tock"),
+        ("r2", "r3", "tock"),
+        ("r3", "r1", "tock"),
+        ("on", "off", "power"),
+        ("off", "on_history", "power"),
+    ]
+    for source, target, event in moves:
+        chart.add_transition(Transition(source, target, event=event))
+    chart.validate()
+    return chart
+
+
+def statemachine_nested() -> Any:
+    """The nested chart as a python-statemachine class (nested classes are states)."""
+    from statemachine import HistoryState, State, StateMachine
+
+    class NestedMachine(StateMachine):
+        class on(State.Compound):  # noqa: N801 - the class name is the state id
+            on_history = HistoryState(type="deep")
+
+            class running(State.Parallel):  # noqa: N801
+                class left(State.Compound):  # noqa: N801
+                    l1 = State(initial=True)
+
+                    class l2(State.Compound):  # noqa: N801
+                        l2a = State(initial=True)
+                        l2b = State()
+
+                        tick = l2a.to(l2b)
+
+                    tick = l1.to(l2) | l2.l2b.to(l1)
+
+                class right(State.Compound):  # noqa: N801
+                    r1 = State(initial=True)
+                    r2 = State()
+                    r3 = State()
+
+                    tock = r1.to(r2) | r2.to(r3) | r3.to(r1)
+
+        off = State()
+
+        power = on.to(off) | off.to(on.on_history)
+
+    return NestedMachine
+
+
+# ---------------------------------------------------------------- cases
+
+
+@attrs.frozen
+class Case:
+    """One chart in the three libraries, its event script and its check."""
+
+    name: str
+    script: tuple[str, ...]
+    """One cycle of events; the timed loop repeats it."""
+    check_events: int
+    """How many script events the check replays."""
+    expected: frozenset[str]
+    """The configuration the check must end in."""
+    build: Callable[[Sequence[str]], dict[str, Runner]]
+    """Builds the chart in every library, each runner repeating the given script."""
+
+    def runners(self) -> dict[str, Runner]:
+        """Fresh runners, one per library, in their initial configuration."""
+        return self.build(self.script)
+
+
+def flat_runners(script: Sequence[str]) -> dict[str, Runner]:
+    """The flat chart in each library."""
+    return {
+        INCARNATE: IncarnateRunner(incarnate_flat(), script),
+        STATEMACHINE: StatemachineRunner(statemachine_flat(), script),
+        SISMIC: SismicRunner(sismic_flat(), script),
+    }
+
+
+def nested_runners(script: Sequence[str]) -> dict[str, Runner]:
+    """The nested chart in each library."""
+    return {
+        INCARNATE: IncarnateRunner(incarnate_nested(), script),
+        STATEMACHINE: StatemachineRunner(statemachine_nested(), script),
+        SISMIC: SismicRunner(sismic_nested(), script),
+    }
+
+
+FLAT_CASE = Case("flat", ("next",), 23, frozenset({"s3"}), flat_runners)
+
+NESTED_CASE = Case(
+    "nested",
+    # three ticks and three tocks bring each region back to its first state;
+    # each power pair leaves ``on`` and restores both regions through the history
+    ("tick", "tock", "tick", "power", "power", "tock", "tick", "tock", "power", "power"),
+    23,
+    frozenset({"on", "running", "left", "l2", "l2b", "right", "r2"}),
+    nested_runners,
+)
+
+CASES = {case.name: case for case in (FLAT_CASE, NESTED_CASE)}
+
+
+# ----------------------------------------------------------------- check
+
+
+def check(case: Case) -> bool:
+    """Replay the check script in every library, comparing configurations after each event."""
+    runners = case.runners()
+    for n in range(case.check_events):
+        name = case.script[n % len(case.script)]
+        for runner in runners.values():
+            runner.send(name)
+        seen = {library: runner.configuration() for library, runner in runners.items()}
+        if len(set(seen.values())) != 1:
+            print(f"check {case.name}: FAILED after event {n + 1} ({name!r}): {_describe(seen)}")
+            return False
+    final = runners[INCARNATE].configuration()
+    if final != case.expected:
+        print(f"check {case.name}: FAILED, ended in {sorted(final)}, expected {sorted(case.expected)}")
+        return False
+    print(
+        f"check {case.name}: {case.check_events} events, the three libraries agree after every "
+        f"event; final configuration {{{', '.join(sorted(final))}}}: ok"
+    )
+    return True
+
+
+def _describe(seen: dict[str, frozenset[str]]) -> str:
+    return "; ".join(f"{library} {sorted(states)}" for library, states in seen.items())
+
+
+# ----------------------------------------------------------- measurement
+
+
+def measure(runner: Runner, cycles: int, events_per_batch: int, seconds: float) -> float:
+    """Events per second of ``runner`` over at least ``seconds``, in batches of ``cycles`` cycles."""
+    gc.collect()
+    events = 0
+    begin = time.perf_counter()
+    deadline = begin + seconds
+    while True:
+        runner.run(cycles)
+        events += events_per_batch
+        now = time.perf_counter()
+        if now >= deadline:
+            return events / (now - begin)
+
+
+def bench(case: Case, rounds: int, seconds: float) -> dict[str, list[float]]:
+    """Per library, one rate per round; libraries interleaved, starting order rotated each round."""
+    runners = case.runners()
+    cycles = max(1, BATCH_EVENTS // len(case.script))
+    events_per_batch = cycles * len(case.script)
+    for runner in runners.values():  # warm-up: caches, specialisation, allocator
+        measure(runner, cycles, events_per_batch, min(0.2, seconds))
+    rates: dict[str, list[float]] = {library: [] for library in LIBRARIES}
+    for n in range(rounds):
+        shift = n % len(LIBRARIES)
+        for library in LIBRARIES[shift:] + LIBRARIES[:shift]:
+            rates[library].append(measure(runners[library], cycles, events_per_batch, seconds))
+    return rates
+
+
+# ---------------------------------------------------------------- report
+
+
+def version(distribution: str) -> str:
+    """The installed version of a distribution, or ``?``."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def print_rates(results: dict[str, dict[str, list[float]]]) -> None:
+    """The table of rates: median, time per event and the spread over rounds."""
+    print(
+        f"{'chart':<8} {'library':<21} {'median ev/s':>12} {'us/event':>9} "
+        f"{'min ev/s':>10} {'max ev/s':>10} {'spread':>7}"
+    )
+    for chart, rates in results.items():
+        for library in LIBRARIES:
+            values = rates[library]
+            median = statistics.median(values)
+            spread = (max(values) - min(values)) / median
+            print(
+                f"{chart:<8} {library:<21} {median:>12,.0f} {1e6 / median:>9.2f} "
+                f"{min(values):>10,.0f} {max(values):>10,.0f} {spread:>6.0%}"
+            )
+
+
+def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
+    """Median incarnate rate over each competitor's median rate, against the targets.
+
+    The spread of the per-round ratios is shown too: the libraries of one round
+    run back to back, so a round's ratio is less exposed to slow drifts in
+    machine load than the rates themselves.
+    """
+    print(f"{'chart':<8} {'ratio':<34} {'measured':>9} {'rounds':>15} {'target':>8}  verdict")
+    for chart, rates in results.items():
+        ours = statistics.median(rates[INCARNATE])
+        for library, target in TARGETS.items():
+            ratio = ours / statistics.median(rates[library])
+            per_round = [a / b for a, b in zip(rates[INCARNATE], rates[library], strict=True)]
+            spread = f"{min(per_round):.2f}-{max(per_round):.2f}x"
+            verdict = "met" if ratio >= target else "not met"
+            label = f"{INCARNATE} / {library}"
+            wanted = f">= {target:g}x"
+            print(f"{chart:<8} {label:<34} {ratio:>8.2f}x {spread:>15} {wanted:>8}  {verdict}")
+
+
+# ------------------------------------------------------------------- CLI
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line options."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.interpreter",
+        description="Macrostep events per second: incarnate vs python-statemachine vs Sismic.",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument(
+        "--seconds", type=float, default=0.5, help="seconds per library per round (default 0.5)"
+    )
+    parser.add_argument("--chart", choices=[*CASES, "all"], default="all", help="which chart (default all)")
+    options = parser.parse_args(argv)
+    if options.rounds < 1 or not options.seconds > 0:
+        parser.error("--rounds must be at least 1 and --seconds above 0")
+    return options
+
+
+def missing_libraries() -> list[str]:
+    """The competing libraries that are not installed, by distribution name."""
+    missing = []
+    for library, module in ((STATEMACHINE, "statemachine"), (SISMIC, "sismic")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(library)
+    return missing
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check, measure and report; 1 when a check fails, 2 when a library is missing."""
+    options = parse(argv)
+    missing = missing_libraries()
+    if missing:
+        print(f"missing: {', '.join(missing)}; {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    cases = list(CASES.values()) if options.chart == "all" else [CASES[options.chart]]
+    print(
+        f"Python {platform.python_version()} on {platform.machine()}; "
+        + ", ".join(f"{library} {version(library)}" for library in LIBRARIES)
+    )
+    print(
+        f"{options.rounds} rounds x {options.seconds:g} s per library and chart, libraries "
+        "interleaved; median of the rounds reported\n"
+    )
+    if not all([check(case) for case in cases]):
+        return 1
+    results = {case.name: bench(case, options.rounds, options.seconds) for case in cases}
+    print()
+    print_rates(results)
+    print()
+    print_ratios(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

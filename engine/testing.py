@@ -1,0 +1,129 @@
+"""A test kit for users of incarnate: in-memory engines, restarts, crash injection.
+
+``memory_engine`` builds an engine over a named in-memory store with a
+virtual clock and the deterministic runner; ``restart`` closes an engine
+and builds a fresh one over the same store, as a new process would;
+``crash_at`` makes the next commit crash at a chosen point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from engine._clock import Clock, VirtualClock
+from engine._engine import Engine
+from engine._runners import DeterministicRunner
+from engine._storage import Storage
+from engine._tasks import TaskFunction
+from engine._work import UnitOfWork
+from statechart import Chart
+
+
+class SimulatedCrash(BaseException):
+    """Raised at an injected crash point.
+
+    A ``BaseException``, like the interruption of a dying process, so that no
+    ``except Exception`` on the way out can swallow it.
+    """
+
+
+class CrashPoint(enum.Enum):
+    """Where, around a commit, a crash is injected."""
+
+    BEFORE_COMMIT = "before-commit"
+    """The macrostep is decided; nothing is written."""
+    DURING_COMMIT = "during-commit"
+    """The events are written inside the transaction, which never commits (SQL stores)."""
+    AFTER_COMMIT = "after-commit"
+    """Everything is committed; nothing is enacted yet."""
+
+
+def memory_engine(
+    charts: Iterable[Chart[Any]] = (),
+    tasks: Mapping[str, TaskFunction] | None = None,
+    *,
+    name: str | None = None,
+    clock: Clock | None = None,
+) -> Engine:
+    """An engine over a named in-memory store, with a virtual clock and the deterministic runner."""
+    return Engine(
+        charts,
+        tasks,
+        storage=Storage.popo(name or f"memory-{uuid.uuid4().hex}"),
+        clock=clock or VirtualClock(0.0),
+        runner=DeterministicRunner(),
+    )
+
+
+def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
+    """Close ``engine`` and build a fresh one over the same store, charts and tasks.
+
+    The new engine knows nothing but what is stored, like a new process; it
+    hands every unfinished instance to its runner.
+    """
+    charts = list(engine.charts.values())
+    tasks = dict(engine.tasks)
+    storage = engine.storage
+    runner = DeterministicRunner() if isinstance(engine.runner, DeterministicRunner) else None
+    engine.close()
+    fresh = Engine(charts, tasks, storage=storage, clock=clock or engine.clock, runner=runner)
+    fresh.resume_all()
+    return fresh
+
+
+@contextlib.contextmanager
+def crash_at(engine: Engine, point: CrashPoint, *, nth: int = 1) -> Iterator[list[UnitOfWork]]:
+    """Crash the ``nth`` commit from now at ``point``; yields the crashed units of work."""
+    crashed: list[UnitOfWork] = []
+    seen = [0]
+
+    def due() -> bool:
+        seen[0] += 1
+        return seen[0] == nth
+
+    if point is CrashPoint.DURING_COMMIT:
+        with _crash_inside_transaction(engine, due):
+            yield crashed
+        return
+
+    def hook(where: str, uow: UnitOfWork) -> None:
+        if where == point.value and due():
+            crashed.append(uow)
+            raise SimulatedCrash(f"simulated crash at {where}")
+
+    engine.hooks.append(hook)
+    try:
+        yield crashed
+    finally:
+        engine.hooks.remove(hook)
+
+
+@contextlib.contextmanager
+def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterator[None]:
+    recorder: Any = engine.recorder
+    kind = engine.storage.kind
+    if kind == "sqlite":
+        name = "_insert_events"
+    elif kind == "postgres":
+        name = "_insert_stored_events"
+    else:
+        raise ValueError(
+            "an in-memory store has no transaction to crash inside; use BEFORE_COMMIT or AFTER_COMMIT"
+        )
+    original = getattr(recorder, name)
+
+    def crashing(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if due():
+            raise SimulatedCrash("simulated crash inside the commit's transaction, after its inserts")
+        return result
+
+    setattr(recorder, name, crashing)
+    try:
+        yield
+    finally:
+        setattr(recorder, name, original)

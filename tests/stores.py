@@ -1,0 +1,82 @@
+"""The stores scenario tests run against: POPO, a SQLite file, and PostgreSQL.
+
+PostgreSQL tests skip with a reason when no server answers at
+127.0.0.1:5432, except when ``INCARNATE_REQUIRE_POSTGRES`` is set (CI),
+where an unreachable server fails them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import Storage
+from engine._engine import forget_memory_store
+
+STORES = ("popo", "sqlite", "postgres")
+PG_HOST = os.environ.get("INCARNATE_TEST_PGHOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("INCARNATE_TEST_PGPORT", "5432"))
+PG_DBNAME = os.environ.get("INCARNATE_TEST_PGDATABASE", "test")
+
+
+@functools.cache
+def postgres_user() -> str | None:
+    """A user that can connect to the test database, or None when no server answers."""
+    try:
+        import psycopg
+    except ImportError:
+        return None
+    for user in ("postgres", "root"):
+        try:
+            with psycopg.connect(host=PG_HOST, port=PG_PORT, dbname=PG_DBNAME, user=user, connect_timeout=3):
+                return user
+        except psycopg.Error:
+            continue
+    return None
+
+
+def require_postgres() -> str:
+    """The PostgreSQL user to test with; skips (or fails under CI) when unreachable."""
+    user = postgres_user()
+    if user is None:
+        reason = f"no PostgreSQL server reachable at {PG_HOST}:{PG_PORT}/{PG_DBNAME}"
+        if os.environ.get("INCARNATE_REQUIRE_POSTGRES"):
+            pytest.fail(f"{reason}, and INCARNATE_REQUIRE_POSTGRES is set")
+        pytest.skip(reason)
+    return user
+
+
+def _execute(user: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, dbname=PG_DBNAME, user=user, autocommit=True) as conn:
+        conn.execute(statement)
+
+
+@contextlib.contextmanager
+def storage_for(kind: str, tmp_path: Path) -> Iterator[Storage]:
+    """A fresh, empty store of ``kind``, removed afterwards."""
+    if kind == "popo":
+        name = f"test-{uuid.uuid4().hex}"
+        try:
+            yield Storage.popo(name)
+        finally:
+            forget_memory_store(name)
+    elif kind == "sqlite":
+        yield Storage.sqlite(str(tmp_path / "incarnate.db"))
+    elif kind == "postgres":
+        user = require_postgres()
+        schema = f"t_{uuid.uuid4().hex[:16]}"
+        _execute(user, f"CREATE SCHEMA {schema}")
+        try:
+            yield Storage.postgres(PG_DBNAME, host=PG_HOST, port=PG_PORT, user=user, schema=schema)
+        finally:
+            _execute(user, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    else:
+        raise ValueError(f"unknown store {kind!r}")

@@ -1,0 +1,172 @@
+"""The ``incarnate`` command line: ``incarnate diagram CHART`` and its error messages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine._cli import COMMANDS, main, parser
+from statechart import to_dot, to_mermaid
+from tests.unit.engine import sample_charts
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE = "tests.unit.engine.sample_charts"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``incarnate`` in-process; return the exit status, standard output and standard error."""
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_diagram_prints_mermaid_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """``incarnate diagram module:CHART`` prints the chart's Mermaid diagram and exits 0."""
+    status, out, err = run(capsys, "diagram", f"{SAMPLE}:ORDER")
+    assert (status, err) == (0, "")
+    assert out == to_mermaid(sample_charts.ORDER)
+    assert "stateDiagram-v2" in out
+
+
+def test_diagram_prints_dot(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--format dot`` prints the Graphviz DOT text instead."""
+    status, out, err = run(capsys, "diagram", f"{SAMPLE}:ORDER", "--format", "dot")
+    assert (status, err) == (0, "")
+    assert out == to_dot(sample_charts.ORDER)
+    assert out.startswith('digraph "order" {')
+
+
+def test_diagram_accepts_a_function_returning_a_chart(capsys: pytest.CaptureFixture[str]) -> None:
+    """A zero-argument function is called and its chart drawn."""
+    status, out, _ = run(capsys, "diagram", f"{SAMPLE}:order", "-f", "mermaid")
+    assert status == 0
+    assert out == to_mermaid(sample_charts.ORDER)
+
+
+def test_diagram_writes_the_output_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--output FILE`` writes the diagram to the file and prints nothing."""
+    target = tmp_path / "order.dot"
+    status, out, err = run(capsys, "diagram", f"{SAMPLE}:ORDER", "--format", "dot", "--output", str(target))
+    assert (status, out, err) == (0, "", "")
+    assert target.read_text(encoding="utf-8") == to_dot(sample_charts.ORDER)
+
+
+@pytest.mark.parametrize(
+    ("chart", "expected"),
+    [
+        (SAMPLE, "is not an import path; write CHART as 'package.module:attribute'"),
+        (f"{SAMPLE}:", "is not an import path"),
+        (":ORDER", "is not an import path"),
+        (f"{SAMPLE}:ORDER:again", "is not an import path"),
+        ("tests.unit.engine.no_such_module:ORDER", "module 'tests.unit.engine.no_such_module' not found"),
+        ("no_such_package.charts:ORDER", "module 'no_such_package.charts' not found"),
+        (f"{SAMPLE}:MISSING", f"module '{SAMPLE}' has no attribute 'MISSING'; charts it defines: ORDER"),
+        (f"{SAMPLE}:ORDER.missing", "has no attribute 'ORDER.missing'"),
+        (f"{SAMPLE}:NOT_A_CHART", "is of type int, not a Chart; name a Chart or a function"),
+        (f"{SAMPLE}:order_named", "cannot be called without arguments"),
+        (f"{SAMPLE}:not_a_chart", "returned a value of type str, not a Chart"),
+    ],
+)
+def test_diagram_rejects_a_bad_chart_path(
+    capsys: pytest.CaptureFixture[str], chart: str, expected: str
+) -> None:
+    """A chart path that does not lead to a chart exits 2 with a message saying what is wrong."""
+    status, out, err = run(capsys, "diagram", chart)
+    assert (status, out) == (2, "")
+    assert err.startswith("incarnate diagram: error: ")
+    assert expected in err
+
+
+def test_diagram_lists_every_problem_of_an_invalid_chart(capsys: pytest.CaptureFixture[str]) -> None:
+    """A chart that fails validation exits 2 and prints each definition problem on its own line."""
+    status, out, err = run(capsys, "diagram", f"{SAMPLE}:broken")
+    assert (status, out) == (2, "")
+    lines = err.splitlines()
+    header = f"calling '{SAMPLE}:broken' failed: chart 'broken' has 2 definition problem(s):"
+    assert lines[0] == f"incarnate diagram: error: {header}"
+    assert lines[1].startswith("  - chart 'broken', state 'a': the id is used by more than one state")
+    assert lines[2].startswith("  - chart 'broken', transition #0 (on go) of state 'a': target 'nowhere'")
+    assert len(lines) == 3
+
+
+def test_diagram_reports_a_chart_invalid_at_import(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module whose chart fails validation while it is imported exits 2 listing the problems."""
+    (tmp_path / "invalid_at_import.py").write_text(
+        "from statechart import Chart, state, transition\n"
+        "BAD = Chart('bad', state('a', on=[transition('go', 'nowhere')]))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    status, _, err = run(capsys, "diagram", "invalid_at_import:BAD")
+    assert status == 2
+    assert "importing module 'invalid_at_import' failed: chart 'bad' has 1 definition problem(s):" in err
+    assert "\n  - chart 'bad', transition #0 (on go) of state 'a': target 'nowhere' does not exist" in err
+
+
+def test_diagram_reports_a_missing_dependency_of_the_chart_module(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chart module that imports a missing module is reported as an import failure, not as missing."""
+    (tmp_path / "needs_missing.py").write_text("import no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    status, _, err = run(capsys, "diagram", "needs_missing:ORDER")
+    assert status == 2
+    assert "importing module 'needs_missing' failed: No module named 'no_such_dependency'" in err
+
+
+def test_diagram_reports_an_unwritable_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An output file that cannot be written exits 2 naming the file."""
+    target = tmp_path / "missing" / "order.mmd"
+    status, _, err = run(capsys, "diagram", f"{SAMPLE}:ORDER", "--output", str(target))
+    assert status == 2
+    assert f"cannot write the diagram to {str(target)!r}" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["diagram"],
+        ["diagram", f"{SAMPLE}:ORDER", "--format", "svg"],
+        ["no-such-command"],
+    ],
+)
+def test_a_bad_command_line_exits_2_with_usage(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """A command line argparse rejects exits 2 and prints the usage to standard error."""
+    status, out, err = run(capsys, *argv)
+    assert (status, out) == (2, "")
+    assert "usage: incarnate" in err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` lists the subcommands and exits 0."""
+    status, out, _ = run(capsys, "--help")
+    assert status == 0
+    assert "diagram" in out
+
+
+def test_every_command_is_registered() -> None:
+    """Each entry of ``COMMANDS`` becomes a subcommand that runs its function."""
+    arguments = {"diagram": [f"{SAMPLE}:ORDER"], "demo": ["--db", "x.db"]}
+    for command in COMMANDS:
+        args = parser().parse_args([command.name, *arguments.get(command.name, [])])
+        assert args.run is command.run
+
+
+@pytest.mark.slow
+def test_python_dash_m_engine_runs_the_command_line() -> None:
+    """``python -m engine diagram …`` runs the same command line in a fresh process."""
+    result = subprocess.run(
+        [sys.executable, "-m", "engine", "diagram", f"{SAMPLE}:ORDER", "--format", "dot"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == to_dot(sample_charts.ORDER)
