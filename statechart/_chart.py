@@ -22,7 +22,7 @@ from statechart._model import (
 from statechart._shape import Shape, SiteShape, StateShape, TransitionShape
 from statechart._validate import Validator, walk
 
-C = TypeVar("C", covariant=True)
+C = TypeVar("C", covariant=True)  # noqa: PLC0105 - one name for the context type throughout
 
 ROOT = 0
 """Index of the implicit root (the SCXML ``<scxml>`` element)."""
@@ -48,6 +48,7 @@ class CompiledTransition:
         "actions",
         "delay",
         "domain",
+        "entry_plan",
         "events",
         "guard",
         "history_targets",
@@ -83,6 +84,7 @@ class CompiledTransition:
         self.domain: int | None = None  # filled in when no target is a history state
         self.label = label
         self.timer_id: str | None = None
+        self.entry_plan: tuple[int, ...] | None = None  # filled by the interpreter
 
     def matches(self, name: str) -> bool:
         """SCXML 3.12.1: a descriptor matches a name it equals or token-prefixes.
@@ -284,6 +286,26 @@ class Chart(Generic[C]):
             if ct.targets and not ct.history_targets:
                 ct.domain = self.static_domain(ct)
         self._match_cache: dict[str, tuple[tuple[CompiledTransition, ...], ...]] = {}
+        # Tables that let the interpreter skip work: what entering or leaving a
+        # state must do, and sets for exit sets and history.
+        self.inclusive_descendants: tuple[frozenset[int], ...] = tuple(
+            self.descendants[i] | {i} for i in range(count)
+        )
+        atomic = (StateKind.ATOMIC, StateKind.FINAL)
+        self.atomic_descendants: tuple[frozenset[int], ...] = tuple(
+            frozenset(j for j in self.descendants[i] if self.kind[j] in atomic) for i in range(count)
+        )
+        self.child_set: tuple[frozenset[int], ...] = tuple(frozenset(c) for c in self.children)
+        self.enter_work: tuple[bool, ...] = tuple(
+            bool(self.entry[i] or self.afters[i] or self.sites[i]) or self.kind[i] is StateKind.FINAL
+            for i in range(count)
+        )
+        self.exit_work: tuple[bool, ...] = tuple(
+            bool(self.exit[i] or self.afters[i] or self.sites[i]) for i in range(count)
+        )
+        self._config_indices: dict[tuple[str, ...], frozenset[int]] = {}
+        self._config_ids: dict[frozenset[int], tuple[str, ...]] = {}
+        self._entry_orders: dict[frozenset[int], tuple[int, ...]] = {}
 
     def static_domain(self, t: CompiledTransition) -> int:
         """SCXML ``getTransitionDomain`` for targets known at compile time."""
@@ -304,6 +326,37 @@ class Chart(Generic[C]):
             if compound and all(anc in self.ancestor_sets[s] for s in tail):
                 return anc
         return ROOT
+
+    def configuration_indices(self, configuration: tuple[str, ...]) -> frozenset[int]:
+        """State indices of a stored configuration (cached: configurations repeat)."""
+        found = self._config_indices.get(configuration)
+        if found is None:
+            index = self.index
+            found = frozenset(index[s] for s in configuration)
+            if len(self._config_indices) < 4096:
+                self._config_indices[configuration] = found
+        return found
+
+    def configuration_ids(self, states: set[int] | frozenset[int]) -> tuple[str, ...]:
+        """The stored form of a configuration: ids in document order (cached)."""
+        key = frozenset(states)
+        found = self._config_ids.get(key)
+        if found is None:
+            ids = self.ids
+            found = tuple(ids[i] for i in sorted(key))
+            if len(self._config_ids) < 4096:
+                self._config_ids[key] = found
+        return found
+
+    def entry_order(self, states: set[int]) -> tuple[int, ...]:
+        """States in entry order (document order), cached per set."""
+        key = frozenset(states)
+        found = self._entry_orders.get(key)
+        if found is None:
+            found = tuple(sorted(key))
+            if len(self._entry_orders) < 4096:
+                self._entry_orders[key] = found
+        return found
 
     def matching(self, name: str) -> tuple[tuple[CompiledTransition, ...], ...]:
         """Per state, the transitions whose descriptors match event ``name``."""

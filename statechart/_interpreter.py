@@ -52,22 +52,61 @@ from statechart._snapshot import ChildSlot, HistoryEntry, Snapshot, Status
 C = TypeVar("C")
 
 _ATOMIC = (StateKind.ATOMIC, StateKind.FINAL)
+_NO_EVENT = Event("")
+
+
+def _timer_order(timer: Timer) -> tuple[float, int]:
+    return (timer.deadline, timer.sequence)
 
 
 class Run:
     """The mutable working copy of one macrostep. Never escapes this package."""
 
+    __slots__ = (
+        "base",
+        "chart",
+        "config",
+        "context",
+        "effects",
+        "entered",
+        "event",
+        "has_sites",
+        "history",
+        "history_changed",
+        "internal",
+        "lineage",
+        "microsteps",
+        "next_generation",
+        "now",
+        "output",
+        "reconciled_context",
+        "rejected",
+        "running",
+        "saw_history",
+        "sequence",
+        "slots",
+        "status",
+        "steps",
+        "timers",
+        "timers_changed",
+    )
+
     def __init__(self, chart: Chart[C], snapshot: Snapshot[C], now: float) -> None:
         self.chart = chart
-        index = chart.index
-        self.config: set[int] = {index[s] for s in snapshot.configuration}
-        self.history: dict[int, tuple[int, ...]] = {
-            index[h.id]: tuple(index[s] for s in h.states) for h in snapshot.history
-        }
+        self.base = snapshot
+        self.config: set[int] = set(chart.configuration_indices(snapshot.configuration))
+        self.history: dict[int, tuple[int, ...]] = {}
+        if snapshot.history:
+            index = chart.index
+            self.history = {index[h.id]: tuple(index[s] for s in h.states) for h in snapshot.history}
+        self.history_changed = False
         self.context: object = snapshot.context
         self.internal: deque[Event] = deque(snapshot.internal_queue)
-        self.timers: dict[str, Timer] = {t.id: t for t in snapshot.timers}
-        self.slots: dict[tuple[str, str], ChildSlot] = {(s.site, s.key): s for s in snapshot.children}
+        self.timers: dict[str, Timer] = {t.id: t for t in snapshot.timers} if snapshot.timers else {}
+        self.timers_changed = False
+        self.slots: dict[tuple[str, str], ChildSlot] = (
+            {(s.site, s.key): s for s in snapshot.children} if snapshot.children else {}
+        )
         self.effects: list[Effect] = []
         self.sequence = snapshot.sequence
         self.next_generation = snapshot.next_generation
@@ -77,28 +116,36 @@ class Run:
         self.status = snapshot.status
         self.now = now
         self.running = True
-        self.event = Event("")
+        self.event = _NO_EVENT
         self.entered: set[int] = set()
         self.reconciled_context: object = snapshot.context
+        self.has_sites = bool(chart.site_states)
+        self.saw_history = False
         self.rejected = False
         self.microsteps = 0
 
     # ------------------------------------------------------------- result
 
     def snapshot(self) -> Snapshot[C]:
-        chart, ids = self.chart, self.chart.ids
+        chart, ids, base = self.chart, self.chart.ids, self.base
+        history = base.history
+        if self.history_changed:
+            history = tuple(
+                HistoryEntry(ids[h], tuple(ids[s] for s in states))
+                for h, states in sorted(self.history.items())
+            )
+        timers = base.timers
+        if self.timers_changed:
+            timers = tuple(sorted(self.timers.values(), key=_timer_order))
         return Snapshot(
             chart.name,
             self.status,
-            tuple(ids[i] for i in sorted(self.config)),
-            tuple(
-                HistoryEntry(ids[h], tuple(ids[s] for s in states))
-                for h, states in sorted(self.history.items())
-            ),
+            chart.configuration_ids(self.config),
+            history,
             self.context,  # type: ignore[arg-type]
-            tuple(self.internal),
-            tuple(sorted(self.timers.values(), key=lambda t: (t.deadline, t.sequence))),
-            tuple(self.slots.values()),
+            tuple(self.internal) if self.internal else (),
+            timers,
+            tuple(self.slots.values()) if self.slots else (),
             self.output,
             self.now,
             self.steps,
@@ -173,10 +220,12 @@ class Run:
         timer = Timer(timer_id, deadline, self.sequence, event)
         self.sequence += 1
         self.timers[timer_id] = timer
+        self.timers_changed = True
         self.effects.append(ArmTimer(timer))
 
     def cancel_timer(self, timer_id: str) -> None:
         if self.timers.pop(timer_id, None) is not None:
+            self.timers_changed = True
             self.effects.append(CancelTimer(timer_id))
 
     def guard(self, t: CompiledTransition) -> bool:
@@ -286,13 +335,12 @@ class Run:
 
     def exit_set(self, transitions: tuple[CompiledTransition, ...] | list[CompiledTransition]) -> set[int]:
         out: set[int] = set()
-        sets = self.chart.ancestor_sets
+        descendants = self.chart.descendants
         for t in transitions:
             if t.targets:
                 domain = self.domain(t)
-                if domain is None:
-                    continue
-                out.update(s for s in self.config if domain in sets[s])
+                if domain is not None:
+                    out |= self.config & descendants[domain]
         return out
 
     def exit_states(self, transitions: list[CompiledTransition]) -> None:
@@ -301,16 +349,14 @@ class Run:
         self.entered.difference_update(to_exit)
         for s in to_exit:
             for h in chart.histories[s]:
-                if chart.deep[h]:
-                    self.history[h] = tuple(
-                        sorted(
-                            x for x in self.config if chart.kind[x] in _ATOMIC and s in chart.ancestor_sets[x]
-                        )
-                    )
-                else:
-                    self.history[h] = tuple(sorted(x for x in self.config if chart.parent[x] == s))
+                remembered = chart.atomic_descendants[s] if chart.deep[h] else chart.child_set[s]
+                self.history[h] = tuple(sorted(self.config & remembered))
+                self.history_changed = True
         for s in to_exit:
-            self.leave(s)
+            if chart.exit_work[s]:
+                self.leave(s)
+            else:
+                self.config.discard(s)
 
     def leave(self, s: int) -> None:
         chart = self.chart
@@ -324,20 +370,42 @@ class Run:
 
     # ------------------------------------------------------------ entries
 
-    def enter_states(self, transitions: list[CompiledTransition]) -> None:
-        chart = self.chart
+    def entry_set(
+        self, transitions: list[CompiledTransition]
+    ) -> tuple[tuple[int, ...], dict[int, CompiledTransition]]:
+        """SCXML ``computeEntrySet``, in entry order, with the history defaults to run.
+
+        The entry set of a single transition that meets no history state
+        depends on the transition alone, so it is computed once and kept.
+        """
+        if len(transitions) == 1 and transitions[0].entry_plan is not None:
+            return transitions[0].entry_plan, {}
         to_enter: set[int] = set()
         default_entry: set[int] = set()
         history_content: dict[int, CompiledTransition] = {}
+        self.saw_history = False
         for t in transitions:
             for s in t.targets:
                 self.add_descendants(s, to_enter, default_entry, history_content)
             ancestor = self.domain(t)
             for s in self.effective_targets(t):
                 self.add_ancestors(s, ancestor, to_enter, default_entry, history_content)
-        for s in sorted(to_enter):
+        entered = self.chart.entry_order(to_enter)
+        if len(transitions) == 1 and not self.saw_history:
+            transitions[0].entry_plan = entered
+        return entered, history_content
+
+    def enter_states(self, transitions: list[CompiledTransition]) -> None:
+        chart = self.chart
+        entered, history_content = self.entry_set(transitions)
+        if not self.has_sites and not history_content and not any(chart.enter_work[s] for s in entered):
+            self.config.update(entered)
+            return
+        for s in entered:
             self.config.add(s)
             self.entered.add(s)
+            if not chart.enter_work[s] and s not in history_content:
+                continue
             self.execute(chart.ids[s], chart.entry[s])
             for t in chart.afters[s]:
                 assert t.timer_id is not None and t.delay is not None
@@ -384,6 +452,7 @@ class Run:
     ) -> None:
         chart = self.chart
         if chart.kind[s] is StateKind.HISTORY:
+            self.saw_history = True
             parent = chart.parent[s]
             stored = self.history.get(s)
             if stored:
@@ -417,9 +486,9 @@ class Run:
         default_entry: set[int],
         history_content: dict[int, CompiledTransition],
     ) -> None:
-        sets = self.chart.ancestor_sets
+        inclusive = self.chart.inclusive_descendants
         for child in self.chart.children[s]:
-            if not any(x == child or child in sets[x] for x in to_enter):
+            if to_enter.isdisjoint(inclusive[child]):
                 self.add_descendants(child, to_enter, default_entry, history_content)
 
     def add_ancestors(
@@ -467,6 +536,8 @@ class Run:
                 enabled = self.select(chart.eventless)
             if not enabled:
                 if not self.internal:
+                    if not self.has_sites:
+                        break
                     reconcile_sites(self)
                     if not self.internal:
                         break
@@ -614,6 +685,7 @@ def fire(
     _check_event(chart, snapshot, timer.event)
     run = Run(chart, snapshot, snapshot.time if now is None else now)
     del run.timers[timer_id]
+    run.timers_changed = True
     run.macrostep(timer.event)
     if run.rejected:
         # the timer is spent even though its event no longer applies

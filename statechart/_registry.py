@@ -126,7 +126,9 @@ class Registry:
     def _cyclic_charts(self) -> dict[str, int]:
         """Charts on a cycle, mapped to their strongly connected component (Tarjan)."""
         edges: dict[str, list[str]] = {
-            name: [s.chart for s, _ in chart.child_charts() if s.chart is not None and s.chart in self._charts]
+            name: [
+                s.chart for s, _ in chart.child_charts() if s.chart is not None and s.chart in self._charts
+            ]
             for name, chart in self._charts.items()
         }
         index: dict[str, int] = {}

@@ -9,7 +9,7 @@ import attrs
 
 from statechart._event import Event, InvokeId, JsonValue, Timer
 
-C = TypeVar("C", covariant=True)
+C = TypeVar("C", covariant=True)  # noqa: PLC0105 - one name for the context type throughout
 
 
 class Status(enum.Enum):
