@@ -7,6 +7,7 @@ facts of one incarnation, recorded on the parent (``Birth``) and on the
 child (``Started``) in one commit.
 """
 
+from aggregates._chart_version import ChartVersion
 from aggregates._codec import CONVERTER, CattrsMapper, decode_event, encode_event, make_event_converter
 from aggregates._identity import NAMESPACE, AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
 from aggregates._instance import Instance
@@ -22,6 +23,7 @@ from aggregates._records import (
     RetryEntry,
     Settlement,
 )
+from aggregates._snapshot import InstanceSnapshot, InstanceState
 from aggregates.errors import DecodeError, InputMismatch, InvalidCommand
 
 __all__ = [
@@ -33,12 +35,15 @@ __all__ = [
     "BirthFacts",
     "CancelRequest",
     "CattrsMapper",
+    "ChartVersion",
     "DecodeError",
     "Incident",
     "InputMismatch",
     "Instance",
     "InstanceKind",
     "InstanceRecord",
+    "InstanceSnapshot",
+    "InstanceState",
     "InstanceStatus",
     "InvalidCommand",
     "JsonObject",

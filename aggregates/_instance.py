@@ -27,12 +27,15 @@ from aggregates._records import (
     RetryEntry,
     Settlement,
 )
+from aggregates._snapshot import InstanceSnapshot
 from aggregates.errors import InvalidCommand
 from statechart import Effect, Event, JsonValue
 
 
 class Instance(Aggregate):
     """A chart or task instance, event-sourced."""
+
+    Snapshot = InstanceSnapshot
 
     class Started(Aggregate.Created):
         """The instance exists: what it runs, on what input, and where it sits in its tree."""
@@ -405,6 +408,41 @@ class Instance(Aggregate):
     def record_incident(self, kind: str, detail: str, *, park: bool) -> None:
         """Record an incident, parking the instance when ``park``."""
         self.trigger_event(self.IncidentRecorded, incident=Incident(kind, detail, self.version + 1, park))
+
+    class Resolved(Aggregate.Event):
+        """An operator resolved the incidents that parked the instance; it runs again."""
+
+        resolution: str
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            status = InstanceStatus.RUNNING if record.snapshot is not None else InstanceStatus.BORN
+            aggregate.record = attrs.evolve(record, status=status)
+
+    def resolve(self, resolution: str) -> None:
+        """Unpark the instance."""
+        if self.record.status is not InstanceStatus.PARKED:
+            raise InvalidCommand(
+                self.id, "resolve", f"the instance is {self.record.status.value}, not parked"
+            )
+        self.trigger_event(self.Resolved, resolution=resolution)
+
+    class Migrated(Aggregate.Event):
+        """An operator mapped the stored snapshot onto a new version of the chart."""
+
+        mapping: tuple[tuple[str, str], ...]
+        fingerprint: str
+        snapshot: JsonObject
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(
+                aggregate.record, snapshot=self.snapshot, fingerprint=self.fingerprint
+            )
+
+    def migrate(self, mapping: tuple[tuple[str, str], ...], fingerprint: str, snapshot: JsonObject) -> None:
+        """Replace the stored snapshot by its migrated form (validated by the caller)."""
+        self._require_live("migrate")
+        self.trigger_event(self.Migrated, mapping=mapping, fingerprint=fingerprint, snapshot=snapshot)
 
     # ------------------------------------------------------------ views
 

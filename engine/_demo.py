@@ -79,9 +79,7 @@ ORDER = Chart(
             "packing",
             state(
                 "packing_items",
-                invoke=[
-                    invoke("pack", chart="packer", map=_members)
-                ],
+                invoke=[invoke("pack", chart="packer", map=_members)],
                 on=[transition("done.invoke.pack", "packed", actions=[assign(_packed)])],
             ),
             final("packed"),

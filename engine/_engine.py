@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -14,20 +15,31 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import ApplicationRecorder, IntegrityError, Mapper, PersistenceError
 
-from aggregates import BirthFacts, CattrsMapper, Instance, InstanceKind, InstanceStatus
+from aggregates import (
+    BirthFacts,
+    CattrsMapper,
+    ChartVersion,
+    Instance,
+    InstanceKind,
+    InstanceSnapshot,
+    InstanceStatus,
+)
 from aggregates.errors import InputMismatch, InvalidCommand
 from engine._clock import Clock, SystemClock
 from engine._process import Decision, decide
+from engine._recovery import ParkedRoot, acquire, migrate, parked, resolve, terminate
 from engine._runners import DeterministicRunner, Runner
 from engine._storage import Storage
 from engine._tasks import TaskFunction, run_task
 from engine._work import UnitOfWork
 from engine.errors import ConfigurationError, EngineError, InstanceTerminated, StorageError, UnknownInstance
+from projections import Checkpoint, resume_plan
 from statechart import (
     Chart,
     Event,
     JsonValue,
     Registry,
+    Shape,
     Snapshot,
     SnapshotCodec,
     check_json,
@@ -72,12 +84,19 @@ class Engine(Application[UUID]):
         runner: Runner | None = None,
         engine_id: str | None = None,
         env: Mapping[str, str] | None = None,
+        snapshot_interval: int | None = None,
     ) -> None:
         self.storage = storage if storage is not None else Storage.from_env()
         merged = self.storage.env()
+        if snapshot_interval is not None:
+            if snapshot_interval < 1:
+                raise ConfigurationError(f"snapshot_interval must be at least 1, got {snapshot_interval}")
+            merged["IS_SNAPSHOTTING_ENABLED"] = "y"
+            self.snapshotting_intervals = {Instance: snapshot_interval}  # type: ignore[misc]
         if env:
             merged.update(env)
         super().__init__(env=merged)
+        self.acquired: set[UUID] = set()
         self.engine_id = engine_id or _engine_id()
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
@@ -91,6 +110,7 @@ class Engine(Application[UUID]):
         for name, fn in (tasks or {}).items():
             self.register_task(name, fn)
         self.registry.validate()
+        self._record_chart_versions()
         self.runner: Runner = runner or DeterministicRunner()
         self.runner.attach(self)
 
@@ -120,6 +140,23 @@ class Engine(Application[UUID]):
         self.registry.add(chart)
         self.charts[chart.name] = chart
         self._codecs[chart.name] = SnapshotCodec(chart)
+
+    def _record_chart_versions(self) -> None:
+        """Store each registered chart's shape once, so later versions can be compared with it."""
+        for chart in self.charts.values():
+            version_id = ChartVersion.id_for(chart.name, chart.fingerprint)
+            if version_id in self.repository:
+                continue
+            with contextlib.suppress(IntegrityError):  # another engine recorded it first
+                self.save(ChartVersion.register(chart.shape))
+
+    def chart_shape(self, name: str, fingerprint: str) -> Shape | None:
+        """The recorded shape of chart ``name`` under ``fingerprint``, if any engine stored it."""
+        try:
+            version: ChartVersion = self.repository.get(ChartVersion.id_for(name, fingerprint))
+        except AggregateNotFoundError:
+            return None
+        return version.shape
 
     def register_task(self, name: str, fn: TaskFunction) -> None:
         """Register a task callable (sync or async) under ``name``."""
@@ -261,12 +298,74 @@ class Engine(Application[UUID]):
     def instance(self, instance_id: UUID) -> Instance:
         """The instance aggregate, as stored now."""
         try:
-            instance: Instance = self.repository.get(instance_id)
+            instance: object = self.repository.get(instance_id)
         except AggregateNotFoundError:
             raise UnknownInstance(instance_id) from None
         except PersistenceError as error:
             raise StorageError(f"could not read instance {instance_id}: {error}") from error
+        if not isinstance(instance, Instance):
+            raise UnknownInstance(instance_id)
         return instance
+
+    def instances(self) -> Iterator[Instance]:
+        """Every instance in the store, in order of creation."""
+        for instance_id in self.instance_ids():
+            try:
+                yield self.instance(instance_id)
+            except UnknownInstance:
+                continue
+
+    def stored(self, instance_id: UUID) -> tuple[InstanceSnapshot | None, list[Any]]:
+        """The latest stored snapshot of an instance (if snapshotting) and the events after it."""
+        start: InstanceSnapshot | None = None
+        if self.snapshots is not None:
+            found = list(self.snapshots.get(instance_id, desc=True, limit=1))
+            if found and isinstance(found[0], InstanceSnapshot):
+                start = found[0]
+        events = list(self.events.get(instance_id, gt=start.originator_version if start else None))
+        if start is None and not events:
+            raise UnknownInstance(instance_id)
+        return start, events
+
+    def plan(self, instance_id: UUID, chart: Chart[Any] | None = None) -> Checkpoint:
+        """The ResumePlan of an instance: its checkpoint rebuilt from the store and validated.
+
+        ``chart`` defaults to the registered chart of the instance.
+        """
+        start, events = self.stored(instance_id)
+        if chart is None:
+            name = start.state.record.name if start is not None else getattr(events[0], "name", "")
+            chart = self.charts.get(name)
+        return resume_plan(events, chart, start=start)
+
+    # -------------------------------------------------------- recovery
+
+    def acquire(self, instance_id: UUID) -> bool:
+        """Acquire an instance after a restart: validate its ResumePlan and re-enact its children.
+
+        Returns False when the instance may not run (it, or its root, is parked).
+        """
+        return acquire(self, instance_id)
+
+    def parked(self) -> list[ParkedRoot]:
+        """Roots held for an operator, with their incidents."""
+        return parked(self)
+
+    def migrate(self, instance_id: UUID, mapping: Mapping[str, str]) -> Checkpoint | None:
+        """Map a parked instance's stored states onto the registered chart, then unpark its root.
+
+        The mapping is validated before anything is written; the new snapshot
+        must fit the chart. Returns the root's checkpoint once it runs again.
+        """
+        return migrate(self, instance_id, mapping)
+
+    def resolve(self, root_id: UUID, resolution: str = "resolved by an operator") -> Checkpoint | None:
+        """Unpark a root whose tree now decodes (e.g. after registering a compatible chart)."""
+        return resolve(self, root_id, resolution)
+
+    def terminate(self, root_id: UUID, reason: str = "terminated by an operator") -> int:
+        """Dispose of a (parked) call tree without running it; returns how many instances ended."""
+        return terminate(self, root_id, reason)
 
     def snapshot(self, instance_id: UUID) -> Snapshot[Any]:
         """The decoded current snapshot of a chart instance."""
@@ -295,19 +394,31 @@ class Engine(Application[UUID]):
                 )
                 if originator not in seen:
                     seen.add(originator)
-                    yield originator
+                    if ":Instance." in n.topic:
+                        yield originator
             start = notifications[-1].id + 1
 
     # -------------------------------------------------------- processing
 
     def process(self, instance_id: UUID) -> Decision | None:
         """Commit the next unit of work of one instance, then enact it; None when it is idle."""
+        if instance_id not in self.acquired:
+            try:
+                if not self.acquire(instance_id):
+                    return None
+            except UnknownInstance:
+                return None
         careful = False
         for _ in range(MAX_CONFLICT_RETRIES):
             uow = UnitOfWork(self)
             instance = uow.load(instance_id)
             if instance is None:
                 return None
+            root_id = instance.record.root
+            if root_id != instance_id:
+                root = uow.load(root_id)
+                if root is not None and root.record.status is InstanceStatus.PARKED:
+                    return None
             record = instance.record
             if (
                 record.kind is InstanceKind.TASK
@@ -342,6 +453,7 @@ class Engine(Application[UUID]):
             self._save(*pending)
             for instance in pending:
                 self._remember(instance)
+            self.acquired.update(uow.created)
             self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:
@@ -362,26 +474,26 @@ class Engine(Application[UUID]):
         return self.runner.run_until_idle(max_units)
 
     def resume_all(self) -> int:
-        """Hand every unfinished instance to the runner (after a restart); returns how many."""
-        count = 0
-        for instance_id in self.instance_ids():
-            try:
-                instance = self.instance(instance_id)
-            except UnknownInstance:
-                continue
+        """Acquire every unfinished call tree after a restart; returns how many instances were acquired.
+
+        Roots are acquired first, each with its retained children (a child is
+        never revived on its own); a leftover child whose caller has finished
+        is cancelled, finishing the interrupted cascade.
+        """
+        roots: list[UUID] = []
+        children: list[UUID] = []
+        for instance in self.instances():
             record = instance.record
-            if record.status.finished or record.status is InstanceStatus.PARKED:
+            if record.status.finished or instance.id in self.acquired:
                 continue
-            count += 1
-            self.runner.notify(instance_id)
-            chart = self.charts.get(record.name)
-            if chart is not None and record.snapshot is not None:
-                try:
-                    for timer in self.decode(chart, instance).timers:
-                        self.runner.notify_at(timer.deadline, instance_id)
-                except CodecError:
-                    pass
-        return count
+            (roots if record.parent is None else children).append(instance.id)
+        before = len(self.acquired)
+        for root_id in roots:
+            self.acquire(root_id)
+        for child_id in children:
+            if child_id not in self.acquired:
+                self.acquire(child_id)
+        return len(self.acquired) - before
 
     def close(self) -> None:
         """Stop the runner gracefully, then close the store."""

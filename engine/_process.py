@@ -32,6 +32,7 @@ from statechart import (
     Effect,
     Event,
     EventKind,
+    InvokeId,
     JsonValue,
     RejectedEvent,
     ResumeChild,
@@ -274,8 +275,15 @@ def _apply(
     careful: bool,
     trigger: Event | None = None,
 ) -> None:
-    """Turn a macrostep's effects into events on this and the other instances."""
+    """Turn a macrostep's effects into events on this and the other instances.
+
+    Activations that this macrostep ended are settled first, so that a slot
+    re-entered in the same macrostep (a loop) can take its new Birth.
+    """
     armed_step = snapshot.steps - 1
+    retried = {effect.failed for effect in effects if isinstance(effect, RetryChild)}
+    retried.update(effect.previous for effect in effects if isinstance(effect, ResumeChild))
+    _settle(instance, snapshot, trigger, retried)
     for effect in effects:
         if isinstance(effect, BirthChild):
             iid = effect.invoke_id
@@ -345,7 +353,6 @@ def _apply(
                     uow.follow(parent.id)
         elif isinstance(effect, ArmTimer):
             uow.watch(effect.timer.deadline, instance.id)
-    _settle(instance, snapshot, trigger)
     for effect in effects:
         if isinstance(effect, Completed):
             instance.complete(effect.output)
@@ -359,7 +366,9 @@ def snapshot_state(chart: Chart[object], site_id: str) -> str:
     return chart.ids[chart.site_state[site_id]]
 
 
-def _settle(instance: Instance, snapshot: Snapshot[object], trigger: Event | None) -> None:
+def _settle(
+    instance: Instance, snapshot: Snapshot[object], trigger: Event | None, retried: set[InvokeId]
+) -> None:
     """Drop the activations whose slots ended in this macrostep.
 
     A slot whose outcome this macrostep consumed settles as done (or failed,
@@ -369,6 +378,8 @@ def _settle(instance: Instance, snapshot: Snapshot[object], trigger: Event | Non
     """
     consumed = trigger.invoke_id if trigger is not None else None
     for activation in instance.record.activations:
+        if activation.ref.invoke_id in retried:
+            continue  # ChildRetry / ChildResume carry it on
         slot = snapshot.slot(activation.site, activation.key)
         if consumed is not None and consumed == activation.ref.invoke_id and trigger is not None:
             if trigger.name.startswith("done.invoke."):

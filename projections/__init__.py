@@ -1,8 +1,26 @@
 """Projections of instance events: checkpoints, listings, call trees and timelines."""
 
+from projections._resume import (
+    Checkpoint,
+    CheckpointError,
+    CheckpointUndecodable,
+    DuplicatedActivation,
+    MismatchedActivation,
+    OmittedActivation,
+    ReorderedActivation,
+    resume_plan,
+)
 from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
 
 __all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointUndecodable",
+    "DuplicatedActivation",
+    "MismatchedActivation",
+    "OmittedActivation",
+    "ReorderedActivation",
+    "resume_plan",
     "TimelineEntry",
     "TreeNode",
     "call_tree",

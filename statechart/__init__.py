@@ -8,6 +8,7 @@ reads a clock or draws randomness: effects are returned as data.
 """
 
 from statechart._chart import Chart, NoContext
+from statechart._check import check_snapshot, snapshot_problems
 from statechart._codec import CONVERTER, SnapshotCodec, check_json, context_from_input, make_converter
 from statechart._diagram import to_dot, to_mermaid
 from statechart._effects import (
@@ -127,6 +128,7 @@ __all__ = [
     "assign",
     "cancel",
     "check_json",
+    "check_snapshot",
     "child_message_event",
     "compare",
     "context_from_input",
@@ -145,6 +147,7 @@ __all__ = [
     "send",
     "send_child",
     "send_parent",
+    "snapshot_problems",
     "start",
     "state",
     "step",

@@ -92,7 +92,7 @@ def _retry_timer(slot: ChildSlot) -> str:
 def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None:
     assert site.members is not None
     try:
-        members = site.members(run.context)  # type: ignore[arg-type]
+        members = site.members(run.context)
         if not isinstance(members, Mapping) or not all(isinstance(k, str) for k in members):
             raise TypeError(f"map of site {site.id!r} must return a mapping of str keys, got {members!r}")
         return members
@@ -272,7 +272,7 @@ def absorb_child_event(run: Run, event: Event) -> Verdict:
     if name == f"done.invoke.{site.id}":
         if site.output is not None:
             try:
-                result = site.output(run.context, event)  # type: ignore[arg-type]
+                result = site.output(run.context, event)
                 if result is not None:
                     if not isinstance(result, run.chart.context_type):
                         raise TypeError(

@@ -183,7 +183,7 @@ class Run:
 
     def perform(self, action: Action) -> None:
         if type(action) is Assign:
-            result = action.fn(self.context, self.event)  # type: ignore[arg-type]
+            result = action.fn(self.context, self.event)
             if result is not None:
                 expected = self.chart.context_type
                 if not isinstance(result, expected):
@@ -237,7 +237,7 @@ class Run:
         if type(guard) is InState:
             return self.chart.index[guard.state] in self.config
         try:
-            return bool(guard(self.context, self.event))  # type: ignore[operator, arg-type]
+            return bool(guard(self.context, self.event))  # type: ignore[operator]
         except Exception as error:  # noqa: BLE001 - SCXML 5.9: a failing condition is false
             self.fail(self.chart.ids[t.source], f"guard of {t.label}", error)
             return False

@@ -5,37 +5,39 @@ Everything here is a frozen value built by small functions (``state``,
 time; :class:`~statechart.Chart` compiles and validates the tree.
 
 Callables supplied by authors (guards, assigners, data and input mappers)
-take the chart's context first. They are typed with ``Never`` in that
-position so that a function declared for *your* context class is accepted
-wherever the chart expects one; the chart checks the class at run time.
+take the chart's context first. That position is typed ``Any``: a type
+checker cannot tie a callable to the chart it will be given to, and a lambda
+such as ``lambda order, event: attrs.evolve(order, paid=True)`` must type-check
+without annotations. The chart checks the context class at run time instead
+(an assigner returning another type raises ``error.execution``).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from typing import Never, TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 
 from statechart._event import Event, JsonValue
 
-Guard: TypeAlias = "Callable[[Never, Event], bool] | InState"
+Guard: TypeAlias = "Callable[[Any, Event], bool] | InState"
 """A condition on (context, event); ``in_state(...)`` tests the configuration."""
 
-Assigner: TypeAlias = Callable[[Never, Event], object]
+Assigner: TypeAlias = Callable[[Any, Event], object]
 """Returns the new context (a frozen attrs value), or ``None`` to keep it."""
 
-DataExpr: TypeAlias = "JsonValue | Callable[[Never, Event], JsonValue]"
+DataExpr: TypeAlias = "JsonValue | Callable[[Any, Event], JsonValue]"
 """Event data: a constant JSON value or a function of (context, event)."""
 
-InputExpr: TypeAlias = "JsonValue | Callable[[Never], JsonValue]"
+InputExpr: TypeAlias = "JsonValue | Callable[[Any], JsonValue]"
 """A child's input: a constant JSON value or a function of the context."""
 
-MembersExpr: TypeAlias = Callable[[Never], Mapping[str, JsonValue]]
+MembersExpr: TypeAlias = Callable[[Any], Mapping[str, JsonValue]]
 """Fan-out membership: member key -> that member's input, from the context."""
 
-DelayExpr: TypeAlias = "float | Callable[[Never, Event], float]"
+DelayExpr: TypeAlias = "float | Callable[[Any, Event], float]"
 """A delay in seconds: a constant or a function of (context, event)."""
 
 

@@ -148,3 +148,7 @@ class UnknownChart(IncarnateError, LookupError):
         super().__init__(
             f"{kind} {name!r} is not registered (registered: {sorted(known)}); register it first"
         )
+
+
+class SnapshotMismatch(CodecError):
+    """A stored snapshot decodes but does not fit the registered chart (a state or site is gone)."""

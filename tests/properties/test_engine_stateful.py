@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from uuid import UUID
 
 from hypothesis import settings
@@ -11,7 +12,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from aggregates import Instance, InstanceStatus, Provenance
 from engine import Engine, VirtualClock
 from engine._work import UnitOfWork
-from engine.testing import memory_engine, restart
+from engine.testing import CrashPoint, SimulatedCrash, crash_at, memory_engine, restart
+from projections import Checkpoint
+from statechart import JsonValue
 from tests.scenarios import charts
 
 MEMBERS = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=0, max_size=3, unique=True)
@@ -68,12 +71,12 @@ class EngineMachine(RuleBasedStateMachine):
 
     @initialize(members=MEMBERS)
     def start_parent(self, members: list[str]) -> None:
-        self.parents.append(self.engine.start("parent", {"members": members}))
+        self.parents.append(self.engine.start("parent", {"members": list[JsonValue](members)}))
         self._settle()
 
     @rule(members=MEMBERS)
     def start_another(self, members: list[str]) -> None:
-        self.parents.append(self.engine.start("parent", {"members": members}))
+        self.parents.append(self.engine.start("parent", {"members": list[JsonValue](members)}))
         self._settle()
 
     @rule(data=st.data())
@@ -126,11 +129,51 @@ class EngineMachine(RuleBasedStateMachine):
         assert before == after, "a restart changed a retained incarnation"
         self._settle()
 
+    @precondition(lambda self: bool(self.parents))
+    @rule(
+        data=st.data(),
+        point=st.sampled_from([CrashPoint.BEFORE_COMMIT, CrashPoint.AFTER_COMMIT]),
+        nth=st.integers(min_value=1, max_value=4),
+        members=MEMBERS,
+    )
+    def crash_and_recover(self, data: st.DataObject, point: CrashPoint, nth: int, members: list[str]) -> None:
+        """Crash at an arbitrary commit point, restart, and find every committed incarnation as it was."""
+        parent = data.draw(st.sampled_from(self.parents))
+        if self.engine.instance(parent).record.status is not InstanceStatus.RUNNING:
+            return
+        self.engine.send(parent, "regroup", list(members))
+        try:
+            with crash_at(self.engine, point, nth=nth):
+                self.engine.run_until_idle(max_units=5_000)
+        except SimulatedCrash:
+            pass
+        committed = {i.id: (i.record.activations, i.record.snapshot) for i in self.engine.instances()}
+        self.engine = restart(self.engine, clock=self.clock)
+        self._watch(self.engine)
+        for instance in self.engine.instances():
+            activations, snapshot = committed[instance.id]
+            assert instance.record.activations == activations
+            assert instance.record.snapshot == snapshot
+            for before, after in zip(activations, instance.record.activations, strict=True):
+                assert (after.generation, after.ref, after.attempt) == (
+                    before.generation,
+                    before.ref,
+                    before.attempt,
+                )
+        self._settle()
+
+    @invariant()
+    def plan_equals_live_checkpoint(self) -> None:
+        """The ResumePlan rebuilt from the stored events equals every instance's live checkpoint."""
+        for instance in self.engine.instances():
+            chart = self.engine.charts.get(instance.record.name)
+            assert self.engine.plan(instance.id) == Checkpoint.of(instance, chart)
+
     @invariant()
     def live_equals_rebuilt(self) -> None:
         """Every aggregate as it was live after a commit equals its rebuild from stored events."""
         for (instance_id, version), live in self.live.items():
-            rebuilt = self.engine.repository.get(instance_id, version=version)
+            rebuilt: Instance = self.engine.repository.get(instance_id, version=version)
             assert rebuilt.record == live.record, f"{instance_id} v{version} differs from its rebuild"
         self.live.clear()
 
@@ -138,7 +181,7 @@ class EngineMachine(RuleBasedStateMachine):
     def incarnations_follow_the_table(self) -> None:
         """Generations only grow; a retry is attempt + 1; a birth (first or re-added key) is attempt 1."""
         for history in self.incarnations.values():
-            for (gen1, att1, _), (gen2, att2, prov2) in zip(history, history[1:], strict=False):
+            for (gen1, att1, _), (gen2, att2, prov2) in itertools.pairwise(history):
                 assert gen2 > gen1
                 if prov2 is Provenance.RETRY:
                     assert att2 == att1 + 1
@@ -149,8 +192,8 @@ class EngineMachine(RuleBasedStateMachine):
     def one_live_incarnation_per_slot(self) -> None:
         """No child slot ever has two unfinished incarnations once the engine is idle."""
         unfinished: dict[tuple[UUID, str, str], list[UUID]] = {}
-        for instance_id in self.engine.instance_ids():
-            record = self.engine.instance(instance_id).record
+        for instance in self.engine.instances():
+            instance_id, record = instance.id, instance.record
             if record.parent is not None and not record.status.finished:
                 key = (record.parent.parent, record.parent.site, record.parent.key)
                 unfinished.setdefault(key, []).append(instance_id)

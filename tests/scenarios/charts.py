@@ -10,9 +10,11 @@ from statechart import (
     JsonValue,
     RetryPolicy,
     after,
+    always,
     assign,
     final,
     invoke,
+    parallel,
     send,
     send_parent,
     state,
@@ -38,6 +40,19 @@ def set_members(family: Family, event: Event) -> Family:
     return attrs.evolve(family, members=tuple(str(m) for m in event.data))
 
 
+def team(family: Family) -> dict[str, JsonValue]:
+    """One member per name, its input naming it."""
+    return {m: {"name": m} for m in family.members}
+
+
+def left_team(family: Family) -> dict[str, JsonValue]:
+    return {m: {"name": f"L{m}"} for m in family.members}
+
+
+def right_team(family: Family) -> dict[str, JsonValue]:
+    return {m: {"name": f"R{m}"} for m in family.members}
+
+
 def note_error(family: Family, event: Event) -> Family:
     return attrs.evolve(family, note=str(event.data))
 
@@ -55,7 +70,10 @@ def kid_output(kid: Kid, event: Event) -> JsonValue:
 
 KID = Chart(
     "kid",
-    state("working", on=[transition("finish", "finished"), transition("shout", actions=[send_parent("shouted")])]),
+    state(
+        "working",
+        on=[transition("finish", "finished"), transition("shout", actions=[send_parent("shouted")])],
+    ),
     final("finished", done_data=kid_output),
     context=Kid,
 )
@@ -76,7 +94,7 @@ PARENT = Chart(
             invoke(
                 "team",
                 chart="kid",
-                map=lambda f: {m: {"name": m} for m in f.members},
+                map=team,
                 output=keep_output,
                 retry=RetryPolicy(max_attempts=3, backoff=5.0),
             )
@@ -99,7 +117,11 @@ PARENT = Chart(
 
 CASCADE = Chart(
     "cascade",
-    state("holding", invoke=[invoke("mid", chart="middle", input={"members": ["x"]})], on=[transition("drop", "dropped")]),
+    state(
+        "holding",
+        invoke=[invoke("mid", chart="middle", input={"members": ["x"]})],
+        on=[transition("drop", "dropped")],
+    ),
     state("dropped"),
     context=Family,
 )
@@ -159,7 +181,9 @@ TREE = Chart(
         ],
         on=[
             transition("done.invoke.branch", "grown"),
-            transition("error.invoke.branch", "leaf", actions=[assign(lambda d, e: attrs.evolve(d, refused=True))]),
+            transition(
+                "error.invoke.branch", "leaf", actions=[assign(lambda d, e: attrs.evolve(d, refused=True))]
+            ),
         ],
     ),
     state("leaf", on=[transition("wither", "grown")]),
@@ -167,6 +191,7 @@ TREE = Chart(
     context=Depth,
 )
 """A chart that invokes itself until ``max_depth`` refuses the next birth."""
+
 
 @attrs.frozen
 class Pings:
@@ -200,3 +225,60 @@ GATE = Chart(
 """A human gate: waits for ``answer`` however long it takes."""
 
 ALL = [KID, GRANDKID_PARENT, PARENT, CASCADE, CHARGING, TREE, TIMED, GATE]
+
+
+@attrs.frozen
+class Rounds:
+    """Context of the loop chart: how many rounds finished, and their outputs."""
+
+    rounds: int = 0
+    outputs: tuple[str, ...] = ()
+
+
+def finish_round(rounds: Rounds, event: Event) -> Rounds:
+    return attrs.evolve(rounds, rounds=rounds.rounds + 1, outputs=(*rounds.outputs, str(event.data)))
+
+
+LOOP = Chart(
+    "loop",
+    state(
+        "work",
+        invoke=[invoke("round", chart="kid", input=lambda r: {"name": f"round-{r.rounds + 1}"})],
+        on=[
+            transition(
+                "done.invoke.round",
+                "tally",
+                actions=[assign(finish_round)],
+            )
+        ],
+    ),
+    state("tally", on=[always("finished", guard=lambda r, e: r.rounds >= 3), always("work")]),
+    final("finished", done_data=lambda r, e: list(r.outputs)),
+    context=Rounds,
+)
+"""Runs the same site three times: each round is a fresh child of the same site."""
+
+BRANCHES = Chart(
+    "branches",
+    parallel(
+        "both",
+        state(
+            "left",
+            state(
+                "left_waiting",
+                invoke=[invoke("left_team", chart="kid", map=left_team)],
+            ),
+        ),
+        state(
+            "right",
+            state(
+                "right_waiting",
+                invoke=[invoke("right_team", chart="kid", map=right_team)],
+            ),
+        ),
+    ),
+    context=Family,
+)
+"""Two parallel branches fanning out over the same member keys."""
+
+ALL.extend([LOOP, BRANCHES])

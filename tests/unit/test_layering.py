@@ -62,7 +62,11 @@ def test_imports_point_down(package: str) -> None:
 
 def test_statechart_is_pure() -> None:
     """The statechart package imports no eventsourcing, I/O, clock, randomness or pickle."""
-    wrong = [f"{path.relative_to(ROOT)} imports {module}" for path, module in _imports("statechart") if module in IMPURE]
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path, module in _imports("statechart")
+        if module in IMPURE
+    ]
     assert wrong == []
 
 

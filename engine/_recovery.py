@@ -1,0 +1,429 @@
+"""Cold recovery: acquire instances through their ResumePlan, re-attach children, park or migrate.
+
+A fresh engine knows nothing but the store. The first time it touches an
+instance it *acquires* it: it rebuilds the checkpoint from the stored events
+(:func:`projections.resume_plan`), checks it against the registered chart,
+and re-enacts the retained children — the same incarnations, armed again.
+Acquisition publishes no statechart step, no parent commit and no Birth.
+
+When a checkpoint does not decode under the registered chart, or its
+activations do not match exactly, the engine records an incident and parks
+the owning root: nothing of that call tree runs until an operator migrates
+or terminates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import attrs
+from eventsourcing.persistence import IntegrityError
+
+from aggregates import Activation, ActivationState, Incident, Instance, InstanceKind, InstanceStatus, Message
+from engine._work import UnitOfWork
+from engine.errors import EngineError, StorageError, UnknownInstance
+from projections import Checkpoint, CheckpointError, CheckpointUndecodable
+from statechart import (
+    Chart,
+    Event,
+    Snapshot,
+    StateKind,
+    compare,
+    done_invoke_event,
+    error_invoke_event,
+    snapshot_problems,
+)
+from statechart.errors import CodecError
+
+if TYPE_CHECKING:
+    from engine._engine import Engine
+
+RETRIES = 20
+
+
+class MigrationRejected(EngineError, ValueError):
+    """A state mapping does not produce a snapshot that fits the registered chart; nothing was written."""
+
+    def __init__(self, instance_id: UUID, problems: list[str]) -> None:
+        self.instance_id = instance_id
+        self.problems = problems
+        super().__init__(
+            f"migrating {instance_id} would leave a snapshot that does not fit the chart: "
+            + "; ".join(problems)
+            + ". Map every removed state to an existing one, or terminate the instance"
+        )
+
+
+@attrs.frozen
+class ParkedRoot:
+    """A root held for an operator, with the incidents recorded in its tree."""
+
+    root: UUID
+    name: str
+    incidents: tuple[Incident, ...]
+
+
+# ----------------------------------------------------------------- acquire
+
+
+def acquire(engine: Engine, instance_id: UUID, seen: set[UUID] | None = None) -> bool:
+    """Acquire an instance (and, first, the children it retains); False when it must not run.
+
+    Idempotent: an instance this engine has acquired (or created) is not
+    acquired again. Cycles and repeats in malformed records are visited once.
+    """
+    if instance_id in engine.acquired:
+        return True
+    seen = set() if seen is None else seen
+    if instance_id in seen:
+        return True
+    seen.add(instance_id)
+    instance = engine.instance(instance_id)
+    record = instance.record
+    if record.status.finished:
+        engine.acquired.add(instance_id)
+        return True
+    if record.status is InstanceStatus.PARKED or _root_parked(engine, instance):
+        return False
+    chart: Chart[Any] | None = None
+    if record.kind is InstanceKind.CHART:
+        chart = engine.charts.get(record.name)
+        if chart is None:
+            park(
+                engine,
+                instance_id,
+                "unknown-chart",
+                f"chart {record.name!r} is not registered with this engine",
+            )
+            return False
+        breaking = _breaking_changes(engine, record.name, record.fingerprint, chart)
+        if breaking:
+            park(
+                engine,
+                instance_id,
+                "revalidation",
+                f"chart {record.name!r} changed incompatibly since this instance was stored: "
+                + "; ".join(breaking),
+            )
+            return False
+    try:
+        plan = engine.plan(instance_id, chart)
+    except CheckpointUndecodable as error:
+        park(engine, instance_id, "revalidation", str(error))
+        return False
+    except CheckpointError as error:
+        park(engine, instance_id, "checkpoint", str(error))
+        return False
+    if record.parent is not None and _caller_gone(engine, instance):
+        engine.acquired.add(instance_id)
+        return True
+    for activation in plan.activations:
+        if activation.state is ActivationState.RUNNING:
+            reattach(engine, instance, activation, seen)
+    engine.acquired.add(instance_id)
+    engine.runner.notify(instance_id)
+    if plan.snapshot is not None:
+        for timer in plan.snapshot.timers:
+            engine.runner.notify_at(timer.deadline, instance_id)
+    return True
+
+
+def _root_parked(engine: Engine, instance: Instance) -> bool:
+    root_id = instance.record.root
+    if root_id == instance.id:
+        return False
+    try:
+        return engine.instance(root_id).record.status is InstanceStatus.PARKED
+    except UnknownInstance:
+        return False
+
+
+def _breaking_changes(engine: Engine, name: str, fingerprint: str, chart: Chart[Any]) -> tuple[str, ...]:
+    if not fingerprint or fingerprint == chart.fingerprint:
+        return ()
+    old = engine.chart_shape(name, fingerprint)
+    if old is None:
+        return ()  # unknown old shape: the decode check below still guards
+    return compare(old, chart.shape).breaking
+
+
+def _caller_gone(engine: Engine, instance: Instance) -> bool:
+    """Finish an interrupted cancel cascade: a child whose caller is terminal, gone or moved on."""
+    ref = instance.record.parent
+    assert ref is not None
+    try:
+        parent = engine.instance(ref.parent)
+        status = parent.record.status.value
+        activation = parent.record.activation(ref.site, ref.key)
+        retained = activation is not None and activation.ref == ref
+    except UnknownInstance:
+        status, retained = "gone", False
+    if retained and status not in ("done", "failed", "cancelled"):
+        return False
+    reason = (
+        f"caller {ref.parent} is {status}"
+        if not retained or status != "running"
+        else f"caller {ref.parent} moved on"
+    )
+    for _ in range(RETRIES):
+        child = engine.instance(instance.id)
+        if not child.request_cancel(ref.parent, f"{reason}; recovery finished the cancel cascade"):
+            engine.runner.notify(child.id)  # already asked to stop: let it
+            return True
+        try:
+            engine._save(child)
+        except IntegrityError:
+            continue
+        engine.runner.notify(child.id)
+        return True
+    raise StorageError(f"could not finish the cancel cascade of {instance.id}")
+
+
+def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set[UUID]) -> None:
+    """Decide from the child's real status: consume, re-park, or report the failure for a retry."""
+    ref = activation.ref
+    try:
+        child: Instance | None = engine.instance(activation.child_id)
+    except UnknownInstance:
+        child = None
+    if child is None:
+        _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, {"reason": "vanished"}))
+        return
+    status = child.record.status
+    if status is InstanceStatus.DONE:
+        _deliver(engine, parent.id, done_invoke_event(ref.invoke_id, child.record.output))
+    elif status in (InstanceStatus.FAILED, InstanceStatus.CANCELLED):
+        _deliver(
+            engine,
+            parent.id,
+            error_invoke_event(ref.invoke_id, child.record.error or {"reason": status.value}),
+        )
+    else:
+        acquire(engine, child.id, seen)
+
+
+def _deliver(engine: Engine, parent_id: UUID, event: Event) -> None:
+    """Put a child's outcome in the parent's inbox unless it is already there."""
+    for _ in range(RETRIES):
+        parent = engine.instance(parent_id)
+        if any(_same_outcome(m, event) for m in parent.record.inbox):
+            return
+        parent.accept(event, source=None, sent_at=engine.clock.now())
+        try:
+            engine._save(parent)
+        except IntegrityError:
+            continue
+        return
+    raise StorageError(f"could not deliver a child outcome to {parent_id}")
+
+
+def _same_outcome(message: Message, event: Event) -> bool:
+    return (
+        message.event.invoke_id == event.invoke_id
+        and message.event.name.split(".")[:2] == event.name.split(".")[:2]
+    )
+
+
+# -------------------------------------------------------------------- park
+
+
+def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
+    """Record an incident on the instance and park its root."""
+    for _ in range(RETRIES):
+        uow = UnitOfWork(engine)
+        instance = uow.load(instance_id)
+        if instance is None:
+            raise UnknownInstance(instance_id)
+        root = uow.load(instance.record.root)
+        if root is None or root is instance:
+            instance.record_incident(kind, detail, park=not instance.record.status.finished)
+        else:
+            instance.record_incident(kind, detail, park=False)
+            if not root.record.status.finished:
+                root.record_incident(kind, f"in {instance.id} ({instance.record.name}): {detail}", park=True)
+        try:
+            engine._commit(uow)
+        except IntegrityError:
+            continue
+        engine.acquired.discard(instance_id)
+        engine.acquired.discard(instance.record.root)
+        return
+    raise StorageError(f"could not park the tree of {instance_id}")
+
+
+def parked(engine: Engine) -> list[ParkedRoot]:
+    """Every parked root, with the incidents recorded in its tree."""
+    out = []
+    for instance in engine.instances():
+        record = instance.record
+        if record.status is InstanceStatus.PARKED and record.parent is None:
+            out.append(ParkedRoot(instance.id, record.name, record.incidents))
+    return out
+
+
+# -------------------------------------------------------------- operators
+
+
+def _complete_configuration(chart: Chart[Any], states: set[int]) -> set[int]:
+    """Add ancestors, and default descendants where a compound or parallel state lacks them."""
+    out = set(states)
+    for s in list(out):
+        out.update(a for a in chart.ancestors[s] if a != 0)
+    changed = True
+    while changed:
+        changed = False
+        for s in sorted(out):
+            kind = chart.kind[s]
+            if kind is StateKind.COMPOUND and not any(c in out for c in chart.children[s]):
+                for target in chart.initial[s]:
+                    out.add(target)
+                    out.update(a for a in chart.ancestors[target] if a != 0)
+                changed = True
+            elif kind is StateKind.PARALLEL:
+                for c in chart.children[s]:
+                    if c not in out:
+                        out.add(c)
+                        changed = True
+    return out
+
+
+def migrated_snapshot(
+    chart: Chart[Any], data: dict[str, Any], mapping: Mapping[str, str]
+) -> tuple[dict[str, Any], Snapshot[Any]]:
+    """Apply a state mapping to stored snapshot data; return the new data and its decoded form.
+
+    Mapped states replace their old ids; the configuration is completed with
+    ancestors and default children; history entries of states that no longer
+    exist are dropped, as are delayed-transition timers of states no longer
+    active. Raises ``ValueError`` listing what still does not fit.
+    """
+    from statechart import SnapshotCodec
+
+    index = chart.index
+    unknown_targets = [new for new in mapping.values() if new not in index]
+    if unknown_targets:
+        raise ValueError(f"the mapping targets states the chart does not have: {unknown_targets}")
+    configuration = [mapping.get(s, s) for s in data["configuration"]]
+    missing = [s for s in configuration if s not in index]
+    if missing:
+        raise ValueError(f"states {missing} no longer exist and the mapping does not name them")
+    active = _complete_configuration(chart, {index[s] for s in configuration})
+    new = dict(data)
+    new["configuration"] = [chart.ids[i] for i in sorted(active)]
+    history = []
+    for entry in data.get("history", []):
+        hid = mapping.get(entry["id"], entry["id"])
+        states = [mapping.get(s, s) for s in entry["states"]]
+        if hid in index and all(s in index for s in states):
+            history.append({"id": hid, "states": states})
+    new["history"] = history
+    active_ids = set(new["configuration"])
+    new["timers"] = [
+        t
+        for t in data.get("timers", [])
+        if not t["id"].startswith("after.") or t["id"].rsplit(".", 1)[0].removeprefix("after.") in active_ids
+    ]
+    new["children"] = [dict(c, state=mapping.get(c["state"], c["state"])) for c in data.get("children", [])]
+    try:
+        snapshot = SnapshotCodec(chart).decode(new)
+    except CodecError as error:
+        raise ValueError(str(error)) from error
+    problems = snapshot_problems(chart, snapshot)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return new, snapshot
+
+
+def migrate(engine: Engine, instance_id: UUID, mapping: Mapping[str, str]) -> Checkpoint | None:
+    """Map a parked instance's states onto the registered chart, then try to unpark its root."""
+    for _ in range(RETRIES):
+        instance = engine.instance(instance_id)
+        record = instance.record
+        chart = engine.charts.get(record.name)
+        if chart is None:
+            raise EngineError(f"chart {record.name!r} is not registered; register the new version first")
+        if record.snapshot is None:
+            raise EngineError(f"instance {instance_id} has no snapshot to migrate")
+        try:
+            data, _ = migrated_snapshot(chart, record.snapshot, mapping)
+        except ValueError as error:
+            raise MigrationRejected(instance_id, [str(error)]) from error
+        instance.migrate(tuple(sorted(mapping.items())), chart.fingerprint, data)
+        try:
+            engine._save(instance)
+        except IntegrityError:
+            continue
+        break
+    else:
+        raise StorageError(f"could not migrate {instance_id}")
+    return resolve(engine, engine.instance(instance_id).record.root, f"migrated {instance_id}")
+
+
+def resolve(engine: Engine, root_id: UUID, resolution: str) -> Checkpoint | None:
+    """Unpark a root if every instance of its tree now plans cleanly; returns the root's checkpoint."""
+    root = engine.instance(root_id)
+    if root.record.status is not InstanceStatus.PARKED:
+        return None
+    for instance in _tree(engine, root_id):
+        record = instance.record
+        if record.status.finished:
+            continue
+        chart = engine.charts.get(record.name) if record.kind is InstanceKind.CHART else None
+        if record.kind is InstanceKind.CHART and chart is None:
+            raise EngineError(f"chart {record.name!r} of {instance.id} is not registered")
+        if chart is not None and _breaking_changes(engine, record.name, record.fingerprint, chart):
+            # A compatible decode is enough once migrated; the fingerprint now matches.
+            pass
+        engine.plan(instance.id, chart)  # raises CheckpointError while something still does not fit
+    for _ in range(RETRIES):
+        root = engine.instance(root_id)
+        root.resolve(resolution)
+        try:
+            engine._save(root)
+        except IntegrityError:
+            continue
+        break
+    engine.acquired.discard(root_id)
+    acquire(engine, root_id)
+    chart = engine.charts.get(root.record.name)
+    return engine.plan(root_id, chart)
+
+
+def terminate(engine: Engine, root_id: UUID, reason: str) -> int:
+    """Dispose of a whole call tree (children first, in one commit) without running it; returns how many."""
+    for _ in range(RETRIES):
+        uow = UnitOfWork(engine)
+        ended = 0
+        for instance in reversed(_tree(engine, root_id)):
+            loaded = uow.load(instance.id)
+            if loaded is None or loaded.record.status.finished:
+                continue
+            loaded.mark_cancelled(f"terminated: {reason}")
+            ended += 1
+        try:
+            engine._commit(uow)
+        except IntegrityError:
+            continue
+        return ended
+    raise StorageError(f"could not terminate the tree of {root_id}")
+
+
+def _tree(engine: Engine, root_id: UUID) -> list[Instance]:
+    """The instances of a call tree, parents before children, each once."""
+    out: list[Instance] = []
+    seen: set[UUID] = set()
+    pending = [root_id]
+    while pending:
+        instance_id = pending.pop(0)
+        if instance_id in seen:
+            continue
+        seen.add(instance_id)
+        try:
+            instance = engine.instance(instance_id)
+        except UnknownInstance:
+            continue
+        out.append(instance)
+        pending.extend(a.child_id for a in instance.record.activations)
+    return out

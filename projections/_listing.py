@@ -1,0 +1,208 @@
+"""The recovery listing: one row per instance, folded from stored events read as plain JSON.
+
+Recovery and the command line need to know which instances are still in
+flight without rebuilding every aggregate. :func:`apply_notification` folds
+one stored event into a table of :class:`ListingRow` values. It reads the
+event's JSON state directly (no cattrs structuring) and only for the two
+event types that carry what a row needs (``Started`` and
+``IncidentRecorded``; see :func:`needs_state`), so catching up over a long
+log stays cheap.
+
+The status a row carries mirrors the ``apply`` methods of
+:class:`~aggregates.Instance` event by event. It is a view, not the truth:
+whoever acts on an instance reloads the aggregate first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from aggregates import Instance, InstanceKind, InstanceStatus
+from aggregates.errors import DecodeError
+
+
+def _topic(event_class: type) -> str:
+    # The same "module:qualname" form eventsourcing stores with each event.
+    return f"{event_class.__module__}:{event_class.__qualname__}"
+
+
+INSTANCE_TOPIC_PREFIX = f"{_topic(Instance)}."
+"""Every Instance event's topic starts with this; other aggregates' events are not listed."""
+
+STARTED = _topic(Instance.Started)
+STEPPED = _topic(Instance.Stepped)
+MIGRATED = _topic(Instance.Migrated)
+COMPLETED = _topic(Instance.Completed)
+FAILED = _topic(Instance.Failed)
+CANCELLED = _topic(Instance.Cancelled)
+INCIDENT_RECORDED = _topic(Instance.IncidentRecorded)
+RESOLVED = _topic(Instance.Resolved)
+
+_STATUSES = frozenset(status.value for status in InstanceStatus)
+_KINDS = frozenset(kind.value for kind in InstanceKind)
+
+
+@attrs.frozen
+class ListingRow:
+    """What the listing knows of one instance, as of the last event folded into it."""
+
+    id: UUID
+    root: UUID
+    parent: UUID | None
+    """The parent instance's id; None for a root."""
+    kind: str = attrs.field(validator=attrs.validators.in_(_KINDS))
+    """An :class:`~aggregates.InstanceKind` value: ``"chart"`` or ``"task"``."""
+    name: str
+    """The chart or task name."""
+    status: str = attrs.field(validator=attrs.validators.in_(_STATUSES))
+    """An :class:`~aggregates.InstanceStatus` value."""
+    owner: str
+    """The engine that started the instance."""
+    version: int
+    """The aggregate version of the last event folded into this row."""
+    has_snapshot: bool = False
+    """Whether a statechart snapshot was recorded (a macrostep or a migration): a resolved
+    instance goes back to running when it has one, to born when it never stepped."""
+
+    @property
+    def instance_status(self) -> InstanceStatus:
+        """The status as an enum member."""
+        return InstanceStatus(self.status)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the instance ended for good (done, failed or cancelled)."""
+        return self.instance_status.finished
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether the instance has not finished (born, running or parked)."""
+        return not self.finished
+
+    @property
+    def parked(self) -> bool:
+        """Whether the instance is held for an operator."""
+        return self.status == InstanceStatus.PARKED.value
+
+    @property
+    def is_root(self) -> bool:
+        """Whether the instance has no parent."""
+        return self.parent is None
+
+
+# ------------------------------------------------------------------ the fold
+
+
+def needs_state(topic: str) -> bool:
+    """Whether :func:`apply_notification` reads the state of an event with ``topic``.
+
+    Callers may pass an empty state for every other topic and skip decoding
+    it (a ``Stepped`` event carries a whole statechart snapshot).
+    """
+    return topic == STARTED or topic == INCIDENT_RECORDED
+
+
+def apply_notification(
+    rows: dict[UUID, ListingRow], topic: str, originator_id: UUID, version: int, state: Mapping[str, Any]
+) -> None:
+    """Fold one stored event into ``rows``, in place.
+
+    ``state`` is the stored event's JSON state, decoded with plain ``json``
+    (it may be empty when :func:`needs_state` is False). Events of other
+    aggregates are ignored, and so is an event at or below a row's version:
+    it was folded already, so re-delivering one changes nothing.
+    """
+    if not topic.startswith(INSTANCE_TOPIC_PREFIX):
+        return
+    row = rows.get(originator_id)
+    if topic == STARTED:
+        if row is None:
+            rows[originator_id] = _started(topic, originator_id, version, state)
+        return
+    if row is None or version <= row.version:
+        return
+    change = _CHANGES.get(topic)
+    rows[originator_id] = (
+        attrs.evolve(row, version=version) if change is None else change(row, version, state, topic)
+    )
+
+
+def _started(topic: str, originator_id: UUID, version: int, state: Mapping[str, Any]) -> ListingRow:
+    try:
+        parent = state["parent"]
+        return ListingRow(
+            id=originator_id,
+            root=UUID(state["root"]),
+            parent=None if parent is None else UUID(parent["parent"]),
+            kind=state["kind"],
+            name=state["name"],
+            status=InstanceStatus.BORN.value,
+            owner=state["owner"],
+            version=version,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise DecodeError(topic, originator_id, version, f"{type(error).__name__}: {error}") from error
+
+
+_Change = Callable[[ListingRow, int, Mapping[str, Any], str], ListingRow]
+
+
+def _stepped(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+    status = InstanceStatus.RUNNING.value if row.status == InstanceStatus.BORN.value else row.status
+    return attrs.evolve(row, version=version, status=status, has_snapshot=True)
+
+
+def _migrated(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+    return attrs.evolve(row, version=version, has_snapshot=True)
+
+
+def _ended(status: InstanceStatus) -> _Change:
+    def change(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+        return attrs.evolve(row, version=version, status=status.value)
+
+    return change
+
+
+def _incident(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+    try:
+        parked = state["incident"]["parked"]
+    except (KeyError, TypeError) as error:
+        raise DecodeError(topic, row.id, version, f"{type(error).__name__}: {error}") from error
+    status = InstanceStatus.PARKED.value if parked else row.status
+    return attrs.evolve(row, version=version, status=status)
+
+
+def _resolved(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+    status = InstanceStatus.RUNNING if row.has_snapshot else InstanceStatus.BORN
+    return attrs.evolve(row, version=version, status=status.value)
+
+
+_CHANGES: dict[str, _Change] = {
+    STEPPED: _stepped,
+    MIGRATED: _migrated,
+    COMPLETED: _ended(InstanceStatus.DONE),
+    FAILED: _ended(InstanceStatus.FAILED),
+    CANCELLED: _ended(InstanceStatus.CANCELLED),
+    INCIDENT_RECORDED: _incident,
+    RESOLVED: _resolved,
+}
+"""Events that change more than the version; every other Instance event only bumps it."""
+
+
+# ------------------------------------------------------------------ queries
+
+
+def select_rows(
+    rows: Iterable[ListingRow], *, in_flight: bool = False, roots: bool = False
+) -> list[ListingRow]:
+    """The rows, in their given order, keeping only unfinished ones and/or roots when asked."""
+    return [row for row in rows if (not in_flight or row.in_flight) and (not roots or row.is_root)]
+
+
+def in_flight(rows: Iterable[ListingRow]) -> list[ListingRow]:
+    """The rows of instances that have not finished, in their given order."""
+    return select_rows(rows, in_flight=True)

@@ -1,0 +1,415 @@
+"""The ResumePlan: an instance's checkpoint rebuilt from its events, and validated.
+
+:func:`resume_plan` folds an instance's stored events — from the start, or
+from an ``eventsourcing`` snapshot — into its checkpoint: the authoritative
+statechart snapshot plus exactly the child activations it needs. It checks
+as it folds that every activation fact arrives in causal order
+(``Birth``, then ``ChildRetry`` and ``ChildResume`` in turn, then
+``ChildSettled``), and at every macrostep boundary that the activations
+cover the snapshot's live child slots exactly: same slots, same order, same
+incarnation. Anything omitted, duplicated, reordered or mismatched raises a
+:class:`CheckpointError` naming the slot and what differs. A plan is never
+approximated: there is no fallback that builds a child from a chart name
+and a key.
+
+The fold is a plain function over the events, independent of the
+aggregate's own ``apply`` methods, so it checks them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from aggregates import (
+    Activation,
+    ActivationState,
+    BirthFacts,
+    Instance,
+    InstanceKind,
+    InstanceSnapshot,
+    InstanceStatus,
+    JsonObject,
+    Provenance,
+    RetryEntry,
+)
+from statechart import Chart, Snapshot, SnapshotCodec, check_snapshot
+from statechart.errors import CodecError, IncarnateError
+
+_LIVE = ("running", "retrying")
+
+
+class CheckpointError(IncarnateError, ValueError):
+    """The stored events do not make an exact checkpoint; nothing may be resumed from them."""
+
+    kind = "invalid"
+
+    def __init__(self, instance_id: UUID, slot: str, problem: str, *, version: int | None = None) -> None:
+        self.instance_id = instance_id
+        self.slot = slot
+        self.problem = problem
+        self.version = version
+        at = f" at version {version}" if version is not None else ""
+        super().__init__(f"checkpoint of {instance_id}{at}, slot {slot}: {self.kind} activation: {problem}")
+
+
+class OmittedActivation(CheckpointError):
+    """A live child slot has no activation."""
+
+    kind = "omitted"
+
+
+class DuplicatedActivation(CheckpointError):
+    """A child slot has more than one activation, or one fact arrived twice."""
+
+    kind = "duplicated"
+
+
+class ReorderedActivation(CheckpointError):
+    """Activation facts arrived out of causal order, or activations are out of slot order."""
+
+    kind = "reordered"
+
+
+class MismatchedActivation(CheckpointError):
+    """An activation disagrees with its slot (generation, Ref, attempt, state, step, input…)."""
+
+    kind = "mismatched"
+
+
+class CheckpointUndecodable(CheckpointError):
+    """The snapshot does not decode under the registered chart (a state or site is gone)."""
+
+    kind = "undecodable"
+
+
+@attrs.frozen
+class Checkpoint:
+    """An instance's snapshot and exactly the activations it needs."""
+
+    instance_id: UUID
+    version: int
+    status: InstanceStatus
+    snapshot: Snapshot[Any] | None
+    activations: tuple[Activation, ...]
+
+    @classmethod
+    def of(cls, instance: Instance, chart: Chart[Any] | None) -> Checkpoint:
+        """The checkpoint a live aggregate holds (for comparison with a plan)."""
+        record = instance.record
+        snapshot = None
+        if chart is not None and record.snapshot is not None:
+            snapshot = SnapshotCodec(chart).decode(record.snapshot)
+        return cls(instance.id, instance.version, record.status, snapshot, record.activations)
+
+
+def _slot_name(site: str, key: str) -> str:
+    return f"{site}[{key}]" if key else site
+
+
+class _Fold:
+    """The state of the fold: only what a checkpoint needs."""
+
+    def __init__(self) -> None:
+        self.instance_id = UUID(int=0)
+        self.version = 0
+        self.status = InstanceStatus.BORN
+        self.kind = InstanceKind.CHART
+        self.snapshot: JsonObject | None = None
+        self.steps = 0
+        self.activations: list[Activation] = []
+        self.inputs: dict[tuple[str, str], Any] = {}
+
+    # -------------------------------------------------------------- errors
+
+    def error(self, cls: type[CheckpointError], site: str, key: str, problem: str) -> CheckpointError:
+        return cls(self.instance_id, _slot_name(site, key), problem, version=self.version)
+
+    def find(self, site: str, key: str) -> Activation | None:
+        for activation in self.activations:
+            if activation.site == site and activation.key == key:
+                return activation
+        return None
+
+    # --------------------------------------------------------------- check
+
+    def check(self) -> None:
+        """At a macrostep boundary: activations cover the live slots exactly, in order."""
+        if self.snapshot is None:
+            if self.activations:
+                a = self.activations[0]
+                raise self.error(ReorderedActivation, a.site, a.key, "an activation precedes any macrostep")
+            return
+        children = self.snapshot.get("children", [])
+        live = [c for c in children if c.get("status") in _LIVE]
+        for slot in live:
+            site, key = slot["site"], slot["key"]
+            matching = [a for a in self.activations if a.site == site and a.key == key]
+            if not matching:
+                raise self.error(
+                    OmittedActivation, site, key, f"the snapshot keeps generation {slot['generation']} alive"
+                )
+            if len(matching) > 1:
+                raise self.error(DuplicatedActivation, site, key, f"{len(matching)} activations for one slot")
+            self.compare(matching[0], slot)
+        kept = {(c["site"], c["key"]) for c in live}
+        for activation in self.activations:
+            if (activation.site, activation.key) not in kept:
+                raise self.error(
+                    MismatchedActivation,
+                    activation.site,
+                    activation.key,
+                    f"generation {activation.generation} is retained but the snapshot keeps no live slot",
+                )
+        order = [(a.site, a.key) for a in self.activations]
+        expected = [(c["site"], c["key"]) for c in live]
+        if order != expected:
+            for (site, key), (want_site, want_key) in zip(order, expected, strict=False):
+                if (site, key) != (want_site, want_key):
+                    raise self.error(
+                        ReorderedActivation,
+                        site,
+                        key,
+                        f"activations are ordered {[_slot_name(*o) for o in order]}, the snapshot's "
+                        f"slots {[_slot_name(*e) for e in expected]}",
+                    )
+
+    def compare(self, activation: Activation, slot: dict[str, Any]) -> None:
+        differences = []
+        state = ActivationState.RUNNING if slot["status"] == "running" else ActivationState.RETRYING
+        for name, mine, theirs in (
+            ("generation", activation.generation, slot["generation"]),
+            ("attempt", activation.attempt, slot["attempt"]),
+            ("state", activation.state, state),
+            ("armed step", activation.armed_step, slot["armed_step"]),
+            ("Ref generation", activation.ref.generation, slot["generation"]),
+            ("Ref parent", activation.ref.parent, self.instance_id),
+            ("input", self.inputs.get((activation.site, activation.key)), slot.get("input")),
+        ):
+            if mine != theirs:
+                differences.append(f"{name} is {mine!r} in the activation, {theirs!r} in the snapshot")
+        if differences:
+            raise self.error(MismatchedActivation, activation.site, activation.key, "; ".join(differences))
+
+    # --------------------------------------------------------------- apply
+
+    def start(self, event: Any) -> None:
+        self.instance_id = event.originator_id
+        self.kind = event.kind
+        self.status = InstanceStatus.BORN
+
+    def restore(self, snapshot: InstanceSnapshot) -> None:
+        record = snapshot.state.record
+        self.instance_id = snapshot.originator_id
+        self.version = snapshot.originator_version
+        self.status = record.status
+        self.kind = record.kind
+        self.snapshot = record.snapshot
+        self.steps = record.steps
+        self.activations = list(record.activations)
+        # Inputs are kept by the snapshot's own slots; the record holds no copy.
+        if record.snapshot is not None:
+            for slot in record.snapshot.get("children", []):
+                self.inputs[(slot["site"], slot["key"])] = slot.get("input")
+
+    def birth(self, facts: BirthFacts) -> None:
+        ref = facts.ref
+        site, key = ref.site, ref.key
+        if self.snapshot is None:
+            raise self.error(ReorderedActivation, site, key, "a Birth precedes any macrostep")
+        if ref.parent != self.instance_id:
+            raise self.error(MismatchedActivation, site, key, f"the Ref names parent {ref.parent}")
+        if self.find(site, key) is not None:
+            raise self.error(DuplicatedActivation, site, key, f"a second Birth (generation {ref.generation})")
+        if facts.provenance is not Provenance.BIRTH or facts.attempt != 1:
+            raise self.error(
+                MismatchedActivation,
+                site,
+                key,
+                f"a Birth with provenance {facts.provenance.value} at attempt {facts.attempt}",
+            )
+        if facts.armed_step != self.steps - 1:
+            raise self.error(
+                ReorderedActivation,
+                site,
+                key,
+                f"armed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
+            )
+        self.activations.append(
+            Activation(
+                site,
+                key,
+                ref.generation,
+                ref,
+                ActivationState.RUNNING,
+                1,
+                facts.armed_step,
+                Provenance.BIRTH,
+                facts.kind,
+                facts.name,
+            )
+        )
+        self.inputs[(site, key)] = facts.input
+
+    def retry(self, event: Any) -> None:
+        ref = event.ref
+        current = self.find(ref.site, ref.key)
+        if current is None:
+            raise self.error(
+                OmittedActivation, ref.site, ref.key, "a ChildRetry for a slot with no activation"
+            )
+        if current.ref != ref:
+            raise self.error(
+                MismatchedActivation,
+                ref.site,
+                ref.key,
+                f"a ChildRetry names generation {ref.generation}, the activation {current.generation}",
+            )
+        if current.state is ActivationState.RETRYING:
+            raise self.error(DuplicatedActivation, ref.site, ref.key, "a second ChildRetry before its resume")
+        if event.attempt != current.attempt + 1:
+            raise self.error(
+                MismatchedActivation,
+                ref.site,
+                ref.key,
+                f"a ChildRetry to attempt {event.attempt} after attempt {current.attempt}",
+            )
+        entry = RetryEntry(ref, current.attempt, event.error, event.deadline)
+        self.replace(
+            current, attrs.evolve(current, state=ActivationState.RETRYING, journal=(*current.journal, entry))
+        )
+
+    def resume(self, facts: BirthFacts) -> None:
+        ref = facts.ref
+        site, key = ref.site, ref.key
+        current = self.find(site, key)
+        if current is None:
+            raise self.error(OmittedActivation, site, key, "a ChildResume for a slot with no activation")
+        if current.state is not ActivationState.RETRYING:
+            raise self.error(ReorderedActivation, site, key, "a ChildResume before its ChildRetry")
+        if facts.previous != current.ref:
+            raise self.error(
+                MismatchedActivation,
+                site,
+                key,
+                f"a ChildResume replaces {facts.previous}, the activation holds {current.ref}",
+            )
+        if (
+            facts.attempt != current.attempt + 1
+            or ref.generation <= current.generation
+            or facts.provenance is not Provenance.RETRY
+            or ref.parent != self.instance_id
+        ):
+            raise self.error(
+                MismatchedActivation,
+                site,
+                key,
+                f"a ChildResume to generation {ref.generation} attempt {facts.attempt} "
+                f"({facts.provenance.value}) after generation {current.generation} attempt {current.attempt}",
+            )
+        if facts.armed_step != self.steps - 1:
+            raise self.error(
+                ReorderedActivation,
+                site,
+                key,
+                f"resumed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
+            )
+        self.replace(
+            current,
+            attrs.evolve(
+                current,
+                generation=ref.generation,
+                ref=ref,
+                state=ActivationState.RUNNING,
+                attempt=facts.attempt,
+                armed_step=facts.armed_step,
+                provenance=Provenance.RETRY,
+            ),
+        )
+        self.inputs[(site, key)] = facts.input
+
+    def settle(self, event: Any) -> None:
+        ref = event.ref
+        current = self.find(ref.site, ref.key)
+        if current is None or current.ref != ref:
+            raise self.error(
+                DuplicatedActivation if current is None else MismatchedActivation,
+                ref.site,
+                ref.key,
+                f"a ChildSettled ({event.settlement.value}) for generation {ref.generation}, "
+                "which is not retained",
+            )
+        self.activations.remove(current)
+        self.inputs.pop((ref.site, ref.key), None)
+
+    def replace(self, old: Activation, new: Activation) -> None:
+        self.activations[self.activations.index(old)] = new
+
+
+def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fold:
+    """Fold stored events (after ``start``, if given) and validate them as they come."""
+    state = _Fold()
+    if start is not None:
+        state.restore(start)
+    for event in events:
+        if start is not None and event.originator_version <= start.originator_version:
+            continue
+        name = type(event).__name__
+        if name == "Stepped":
+            state.check()
+            state.snapshot = event.snapshot
+            state.steps += 1
+            if state.status is InstanceStatus.BORN:
+                state.status = InstanceStatus.RUNNING
+        elif name == "Started":
+            state.start(event)
+        elif name == "Birth":
+            state.birth(event.facts)
+        elif name == "ChildRetry":
+            state.retry(event)
+        elif name == "ChildResume":
+            state.resume(event.facts)
+        elif name == "ChildSettled":
+            state.settle(event)
+        elif name == "Migrated":
+            state.check()
+            state.snapshot = event.snapshot
+        elif name == "Completed":
+            state.status = InstanceStatus.DONE
+        elif name == "Failed":
+            state.status = InstanceStatus.FAILED
+        elif name == "Cancelled":
+            state.status = InstanceStatus.CANCELLED
+        elif name == "IncidentRecorded" and event.incident.parked:
+            state.status = InstanceStatus.PARKED
+        elif name == "Resolved":
+            state.status = InstanceStatus.RUNNING if state.snapshot is not None else InstanceStatus.BORN
+        state.version = event.originator_version
+    state.check()
+    return state
+
+
+def resume_plan(
+    events: Iterable[Any], chart: Chart[Any] | None, *, start: InstanceSnapshot | None = None
+) -> Checkpoint:
+    """The validated checkpoint of one instance, decoded through its registered chart.
+
+    ``events`` are the instance's stored events in version order (those up
+    to ``start``'s version are skipped when a snapshot is given). ``chart``
+    is the chart registered for the instance (None for a task). Raises a
+    :class:`CheckpointError` subclass when the events do not make an exact
+    checkpoint, or :class:`CheckpointUndecodable` when the snapshot does not
+    fit the chart.
+    """
+    state = fold(events, start=start)
+    snapshot: Snapshot[Any] | None = None
+    if state.snapshot is not None and chart is not None:
+        try:
+            snapshot = SnapshotCodec(chart).decode(state.snapshot)
+            check_snapshot(chart, snapshot)
+        except CodecError as error:
+            raise CheckpointUndecodable(state.instance_id, "-", str(error), version=state.version) from error
+    return Checkpoint(state.instance_id, state.version, state.status, snapshot, tuple(state.activations))
