@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, always, raise_event, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -25,8 +25,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['c'])],
+        initial=["a"],
+        script=[Step("t", ["c"])],
     ),
     Case(
         "actionSend/send2",
@@ -46,8 +46,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['c'])],
+        initial=["a"],
+        script=[Step("t", ["c"])],
     ),
     Case(
         "actionSend/send3",
@@ -67,8 +67,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['c'])],
+        initial=["a"],
+        script=[Step("t", ["c"])],
     ),
     Case(
         "actionSend/send4",
@@ -98,8 +98,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['f1'])],
+        initial=["a"],
+        script=[Step("t", ["f1"])],
     ),
     Case(
         "actionSend/send4b",
@@ -119,8 +119,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['c'])],
+        initial=["a"],
+        script=[Step("t", ["c"])],
     ),
     Case(
         "actionSend/send7",
@@ -146,8 +146,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['b3'])],
+        initial=["a"],
+        script=[Step("t", ["b3"])],
     ),
     Case(
         "actionSend/send7b",
@@ -172,10 +172,10 @@ CASES = [
                 initial="b1",
             ),
             initial="a",
-            allow_unreachable=['b3'],
+            allow_unreachable=["b3"],
         ),
-        initial=['a'],
-        script=[Step("t", ['b2'])],
+        initial=["a"],
+        script=[Step("t", ["b2"])],
     ),
     Case(
         "actionSend/send8",
@@ -201,8 +201,8 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['b3'])],
+        initial=["a"],
+        script=[Step("t", ["b3"])],
     ),
     Case(
         "actionSend/send8b",
@@ -227,10 +227,10 @@ CASES = [
                 initial="b1",
             ),
             initial="a",
-            allow_unreachable=['b3'],
+            allow_unreachable=["b3"],
         ),
-        initial=['a'],
-        script=[Step("t", ['b2'])],
+        initial=["a"],
+        script=[Step("t", ["b2"])],
     ),
     Case(
         "actionSend/send9",
@@ -256,7 +256,7 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['b3'])],
+        initial=["a"],
+        script=[Step("t", ["b3"])],
     ),
 ]

@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -20,8 +20,8 @@ CASES = [
                 "b",
             ),
         ),
-        initial=['a'],
-        script=[Step("t", ['b'])],
+        initial=["a"],
+        script=[Step("t", ["b"])],
     ),
     Case(
         "default-initial-state/initial2",
@@ -36,7 +36,7 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t", ['b'])],
+        initial=["a"],
+        script=[Step("t", ["b"])],
     ),
 ]

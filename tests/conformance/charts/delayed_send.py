@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, send, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -28,8 +28,8 @@ CASES = [
                 "d",
             ),
         ),
-        initial=['a'],
-        script=[Step("t1", ['b']), Step("t2", ['d'], after=0.1)],
+        initial=["a"],
+        script=[Step("t1", ["b"]), Step("t2", ["d"], after=0.1)],
     ),
     Case(
         "delayedSend/send2",
@@ -52,8 +52,8 @@ CASES = [
                 "d",
             ),
         ),
-        initial=['a'],
-        script=[Step("t1", ['b']), Step("t2", ['d'], after=0.1)],
+        initial=["a"],
+        script=[Step("t1", ["b"]), Step("t2", ["d"], after=0.1)],
     ),
     Case(
         "delayedSend/send3",
@@ -76,7 +76,7 @@ CASES = [
                 "d",
             ),
         ),
-        initial=['a'],
-        script=[Step("t1", ['b']), Step("t2", ['d'], after=0.1)],
+        initial=["a"],
+        script=[Step("t1", ["b"]), Step("t2", ["d"], after=0.1)],
     ),
 ]

@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -23,7 +23,7 @@ CASES = [
                 "c",
             ),
         ),
-        initial=['a'],
-        script=[Step("t", ['b'])],
+        initial=["a"],
+        script=[Step("t", ["b"])],
     ),
 ]

@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -23,8 +23,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a1'],
-        script=[Step("t", ['a2'])],
+        initial=["a1"],
+        script=[Step("t", ["a2"])],
     ),
     Case(
         "hierarchy/hier1",
@@ -45,8 +45,8 @@ CASES = [
                 "b",
             ),
         ),
-        initial=['a1'],
-        script=[Step("t", ['a2'])],
+        initial=["a1"],
+        script=[Step("t", ["a2"])],
     ),
     Case(
         "hierarchy/hier2",
@@ -67,7 +67,7 @@ CASES = [
                 "b",
             ),
         ),
-        initial=['a1'],
-        script=[Step("t", ['b'])],
+        initial=["a1"],
+        script=[Step("t", ["b"])],
     ),
 ]

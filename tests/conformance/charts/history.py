@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, history, parallel, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -33,10 +33,10 @@ CASES = [
                 initial="b1",
             ),
             initial="a",
-            allow_unreachable=['b1'],
+            allow_unreachable=["b1"],
         ),
-        initial=['a'],
-        script=[Step("t1", ['b2']), Step("t2", ['b3']), Step("t3", ['a']), Step("t1", ['b3'])],
+        initial=["a"],
+        script=[Step("t1", ["b2"]), Step("t2", ["b3"]), Step("t3", ["a"]), Step("t1", ["b3"])],
     ),
     Case(
         "history/history1",
@@ -67,10 +67,10 @@ CASES = [
                 initial="b1",
             ),
             initial="a",
-            allow_unreachable=['b1.1'],
+            allow_unreachable=["b1.1"],
         ),
-        initial=['a'],
-        script=[Step("t1", ['b1.2']), Step("t2", ['b1.3']), Step("t3", ['a']), Step("t1", ['b1.3'])],
+        initial=["a"],
+        script=[Step("t1", ["b1.2"]), Step("t2", ["b1.3"]), Step("t3", ["a"]), Step("t1", ["b1.3"])],
     ),
     Case(
         "history/history2",
@@ -101,10 +101,10 @@ CASES = [
                 initial="b1",
             ),
             initial="a",
-            allow_unreachable=['b1.1'],
+            allow_unreachable=["b1.1"],
         ),
-        initial=['a'],
-        script=[Step("t1", ['b1.2']), Step("t2", ['b1.3']), Step("t3", ['a']), Step("t1", ['b1.1'])],
+        initial=["a"],
+        script=[Step("t1", ["b1.2"]), Step("t2", ["b1.3"]), Step("t3", ["a"]), Step("t1", ["b1.1"])],
     ),
     Case(
         "history/history3",
@@ -143,8 +143,13 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t1", ['b1', 'c1']), Step("t2", ['b2', 'c2']), Step("t3", ['a']), Step("t4", ['b2', 'c2'])],
+        initial=["a"],
+        script=[
+            Step("t1", ["b1", "c1"]),
+            Step("t2", ["b2", "c2"]),
+            Step("t3", ["a"]),
+            Step("t4", ["b2", "c2"]),
+        ],
     ),
     Case(
         "history/history4",
@@ -217,8 +222,18 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t1", ['b1.1', 'c1.1']), Step("t2", ['b1.2', 'c1.2']), Step("t3", ['b2.1', 'c2.1']), Step("t4", ['b2.2', 'c2.2']), Step("t5", ['a']), Step("t6", ['b2.2', 'c2.1']), Step("t7", ['b2.2', 'c2.2']), Step("t8", ['a']), Step("t9", ['b2.2', 'c2.2'])],
+        initial=["a"],
+        script=[
+            Step("t1", ["b1.1", "c1.1"]),
+            Step("t2", ["b1.2", "c1.2"]),
+            Step("t3", ["b2.1", "c2.1"]),
+            Step("t4", ["b2.2", "c2.2"]),
+            Step("t5", ["a"]),
+            Step("t6", ["b2.2", "c2.1"]),
+            Step("t7", ["b2.2", "c2.2"]),
+            Step("t8", ["a"]),
+            Step("t9", ["b2.2", "c2.2"]),
+        ],
     ),
     Case(
         "history/history4b",
@@ -291,8 +306,18 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['a'],
-        script=[Step("t1", ['b1.1', 'c1.1']), Step("t2", ['b1.2', 'c1.2']), Step("t3", ['b2.1', 'c2.1']), Step("t4", ['b2.2', 'c2.2']), Step("t5", ['a']), Step("t6", ['b2.2', 'c2.1']), Step("t7", ['b2.2', 'c2.2']), Step("t8", ['a']), Step("t9", ['b2.2', 'c2.2'])],
+        initial=["a"],
+        script=[
+            Step("t1", ["b1.1", "c1.1"]),
+            Step("t2", ["b1.2", "c1.2"]),
+            Step("t3", ["b2.1", "c2.1"]),
+            Step("t4", ["b2.2", "c2.2"]),
+            Step("t5", ["a"]),
+            Step("t6", ["b2.2", "c2.1"]),
+            Step("t7", ["b2.2", "c2.2"]),
+            Step("t8", ["a"]),
+            Step("t9", ["b2.2", "c2.2"]),
+        ],
     ),
     Case(
         "history/history5",
@@ -355,7 +380,11 @@ CASES = [
             ),
             initial="a",
         ),
-        initial=['i1', 'j', 'h', 'g', 'f1', 'k'],
-        script=[Step("t1", ['i2', 'j', 'h', 'g', 'f2', 'k']), Step("t2", ['l']), Step("t3", ['i2', 'j', 'h', 'g', 'f2', 'k'])],
+        initial=["i1", "j", "h", "g", "f1", "k"],
+        script=[
+            Step("t1", ["i2", "j", "h", "g", "f2", "k"]),
+            Step("t2", ["l"]),
+            Step("t3", ["i2", "j", "h", "g", "f2", "k"]),
+        ],
     ),
 ]

@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, parallel, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -23,8 +23,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a', 'b'],
-        script=[Step("t", ['a', 'b'])],
+        initial=["a", "b"],
+        script=[Step("t", ["a", "b"])],
     ),
     Case(
         "more-parallel/test1",
@@ -52,10 +52,10 @@ CASES = [
                     ),
                 ),
             ),
-            allow_unreachable=['a2', 'b2'],
+            allow_unreachable=["a2", "b2"],
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a1', 'b1'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a1", "b1"])],
     ),
     Case(
         "more-parallel/test2",
@@ -84,10 +84,10 @@ CASES = [
                     ),
                 ),
             ),
-            allow_unreachable=['a2'],
+            allow_unreachable=["a2"],
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a1', 'b1'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a1", "b1"])],
     ),
     Case(
         "more-parallel/test2b",
@@ -116,10 +116,10 @@ CASES = [
                     on=[transition("t", "a")],
                 ),
             ),
-            allow_unreachable=['a2'],
+            allow_unreachable=["a2"],
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a1', 'b2'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a1", "b2"])],
     ),
     Case(
         "more-parallel/test3",
@@ -149,8 +149,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a2', 'b1'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a2", "b1"])],
     ),
     Case(
         "more-parallel/test3b",
@@ -180,8 +180,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a1', 'b2'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a1", "b2"])],
     ),
     Case(
         "more-parallel/test4",
@@ -210,10 +210,10 @@ CASES = [
                     on=[transition("t", "b")],
                 ),
             ),
-            allow_unreachable=['a2', 'b2'],
+            allow_unreachable=["a2", "b2"],
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a1', 'b1'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a1", "b1"])],
     ),
     Case(
         "more-parallel/test5",
@@ -243,8 +243,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a2', 'b1'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a2", "b1"])],
     ),
     Case(
         "more-parallel/test6",
@@ -297,10 +297,10 @@ CASES = [
                     ),
                 ),
             ),
-            allow_unreachable=['a12', 'a21', 'b2'],
+            allow_unreachable=["a12", "a21", "b2"],
         ),
-        initial=['a11', 'b11'],
-        script=[Step("t", ['a22', 'b11'])],
+        initial=["a11", "b11"],
+        script=[Step("t", ["a22", "b11"])],
     ),
     Case(
         "more-parallel/test6b",
@@ -353,10 +353,10 @@ CASES = [
                     on=[transition("t", "a22")],
                 ),
             ),
-            allow_unreachable=['b2', 'a12', 'a21'],
+            allow_unreachable=["b2", "a12", "a21"],
         ),
-        initial=['a11', 'b11'],
-        script=[Step("t", ['a11', 'b12'])],
+        initial=["a11", "b11"],
+        script=[Step("t", ["a11", "b12"])],
     ),
     Case(
         "more-parallel/test7",
@@ -409,10 +409,10 @@ CASES = [
                     on=[transition("t", "b22")],
                 ),
             ),
-            allow_unreachable=['a12', 'a21', 'b12', 'b21'],
+            allow_unreachable=["a12", "a21", "b12", "b21"],
         ),
-        initial=['a11', 'b11'],
-        script=[Step("t", ['a22', 'b11'])],
+        initial=["a11", "b11"],
+        script=[Step("t", ["a22", "b11"])],
     ),
     Case(
         "more-parallel/test8",
@@ -467,10 +467,10 @@ CASES = [
                     ),
                 ),
             ),
-            allow_unreachable=['a1', 'a21', 'b12', 'b2'],
+            allow_unreachable=["a1", "a21", "b12", "b2"],
         ),
-        initial=['x'],
-        script=[Step("t", ['a22', 'b11'])],
+        initial=["x"],
+        script=[Step("t", ["a22", "b11"])],
     ),
     Case(
         "more-parallel/test9",
@@ -525,9 +525,9 @@ CASES = [
                     ),
                 ),
             ),
-            allow_unreachable=['a1', 'a21', 'b12', 'b21'],
+            allow_unreachable=["a1", "a21", "b12", "b21"],
         ),
-        initial=['x'],
-        script=[Step("t", ['a22', 'b22'])],
+        initial=["x"],
+        script=[Step("t", ["a22", "b22"])],
     ),
 ]

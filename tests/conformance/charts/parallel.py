@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, parallel, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -22,7 +22,7 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a', 'b'],
+        initial=["a", "b"],
         script=[],
     ),
     Case(
@@ -55,8 +55,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['a1', 'b1'],
-        script=[Step("t", ['a2', 'b2'])],
+        initial=["a1", "b1"],
+        script=[Step("t", ["a2", "b2"])],
     ),
     Case(
         "parallel/test2",
@@ -112,8 +112,8 @@ CASES = [
                 ),
             ),
         ),
-        initial=['s3', 's4', 's7', 's8'],
-        script=[Step("t", ['s5', 's6', 's9', 's10'])],
+        initial=["s3", "s4", "s7", "s8"],
+        script=[Step("t", ["s5", "s6", "s9", "s10"])],
     ),
     Case(
         "parallel/test3",
@@ -176,9 +176,9 @@ CASES = [
                 ),
             ),
             initial="p1",
-            allow_unreachable=['p3'],
+            allow_unreachable=["p3"],
         ),
-        initial=['s3.1', 's4', 's7', 's8'],
-        script=[Step("t", ['s3.2', 's4', 's9', 's10'])],
+        initial=["s3.1", "s4", "s7", "s8"],
+        script=[Step("t", ["s3.2", "s4", "s9", "s10"])],
     ),
 ]

@@ -4,7 +4,7 @@ Ported from the SCION test corpus (Apache-2.0): each case is the group's
 SCXML chart written with the incarnate authoring API, and its event script.
 """
 
-from statechart import Chart, always, history, log, parallel, raise_event, send, state, transition
+from statechart import Chart, state, transition
 from tests.conformance.cases import Case, Step
 
 CASES = [
@@ -23,8 +23,8 @@ CASES = [
                 "fail",
             ),
         ),
-        initial=['a'],
-        script=[Step("foo", ['b'])],
+        initial=["a"],
+        script=[Step("foo", ["b"])],
     ),
     Case(
         "scxml-prefix-event-name-matching/test0",
@@ -58,8 +58,17 @@ CASES = [
                 "g",
             ),
         ),
-        initial=['a'],
-        script=[Step("foo", ['b']), Step("foo.bar", ['c']), Step("foo.bar.bat", ['d']), Step("foo.bar.bat", ['e']), Step("foo", ['e']), Step("foo.bar.bat", ['f']), Step("foobar", ['f']), Step("foo.bar.bat.bif", ['g'])],
+        initial=["a"],
+        script=[
+            Step("foo", ["b"]),
+            Step("foo.bar", ["c"]),
+            Step("foo.bar.bat", ["d"]),
+            Step("foo.bar.bat", ["e"]),
+            Step("foo", ["e"]),
+            Step("foo.bar.bat", ["f"]),
+            Step("foobar", ["f"]),
+            Step("foo.bar.bat.bif", ["g"]),
+        ],
     ),
     Case(
         "scxml-prefix-event-name-matching/test1",
@@ -96,7 +105,16 @@ CASES = [
                 "fail",
             ),
         ),
-        initial=['a'],
-        script=[Step("foo", ['b']), Step("foo.bar", ['c']), Step("foo.bar.bat", ['d']), Step("foo.bar.bat", ['e']), Step("foo", ['e']), Step("foo.bar.bat", ['f']), Step("foobar", ['f']), Step("foo.bar.bat.bif", ['g'])],
+        initial=["a"],
+        script=[
+            Step("foo", ["b"]),
+            Step("foo.bar", ["c"]),
+            Step("foo.bar.bat", ["d"]),
+            Step("foo.bar.bat", ["e"]),
+            Step("foo", ["e"]),
+            Step("foo.bar.bat", ["f"]),
+            Step("foobar", ["f"]),
+            Step("foo.bar.bat.bif", ["g"]),
+        ],
     ),
 ]
