@@ -7,7 +7,9 @@ messages — is saved in one atomic commit before anything is enacted.
 
 from engine._clock import Clock, SystemClock, VirtualClock
 from engine._engine import Engine
+from engine._listing import Listing
 from engine._process import Decision
+from engine._recovery import MigrationRejected, ParkedRoot
 from engine._runners import DeterministicRunner, Runner, ThreadedRunner
 from engine._storage import Storage
 from engine._tasks import TaskCall, TaskFunction
@@ -27,6 +29,9 @@ __all__ = [
     "Engine",
     "EngineError",
     "InstanceTerminated",
+    "Listing",
+    "MigrationRejected",
+    "ParkedRoot",
     "Runner",
     "Storage",
     "StorageError",

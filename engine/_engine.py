@@ -49,6 +49,26 @@ from statechart.errors import CodecError
 log = logging.getLogger("incarnate.engine")
 
 MAX_CONFLICT_RETRIES = 20
+DEFAULT_CACHE_SIZE = 10_000
+
+
+def _clone(aggregate: Any) -> Any:
+    clone = object.__new__(type(aggregate))
+    clone.__dict__.update(aggregate.__dict__)
+    clone.__dict__["_pending_events"] = []
+    return clone
+
+
+def project(aggregate: Any, events: Iterable[Any]) -> Any:
+    """Rebuild an aggregate by applying events in order.
+
+    The library's default projector re-checks a runtime ``Protocol`` on every
+    event, which costs more than applying it; our events are all mutators.
+    """
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate
+
 
 _MEMORY_STORES: dict[str, ApplicationRecorder] = {}
 _MEMORY_LOCK = threading.Lock()
@@ -93,10 +113,15 @@ class Engine(Application[UUID]):
                 raise ConfigurationError(f"snapshot_interval must be at least 1, got {snapshot_interval}")
             merged["IS_SNAPSHOTTING_ENABLED"] = "y"
             self.snapshotting_intervals = {Instance: snapshot_interval}  # type: ignore[misc]
+        # Instances are cached and fast-forwarded from the store before use, so a
+        # unit of work reads only the events it has not seen (writes by other
+        # engines included); commands always get a private copy.
+        merged.setdefault("AGGREGATE_CACHE_MAXSIZE", str(DEFAULT_CACHE_SIZE))
         if env:
             merged.update(env)
         super().__init__(env=merged)
         self.acquired: set[UUID] = set()
+        self._latest: dict[UUID, Instance] = {}
         self.engine_id = engine_id or _engine_id()
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
@@ -182,18 +207,18 @@ class Engine(Application[UUID]):
         snapshot = self._codecs[chart.name].decode(data)
         return snapshot
 
-    def _remember(self, instance: Instance) -> None:
-        chart = self.charts.get(instance.record.name)
-        if (
-            chart is None
-            or instance.record.snapshot is None
-            or instance.record.kind is not InstanceKind.CHART
-        ):
+    def _remember(self, instance: Instance, decoded: Snapshot[Any] | None = None) -> None:
+        """Keep the decoded snapshot of the version just committed, for the next unit of work."""
+        record = instance.record
+        chart = self.charts.get(record.name)
+        if chart is None or record.snapshot is None or record.kind is not InstanceKind.CHART:
             return
-        try:
-            snapshot = self._codecs[chart.name].decode(instance.record.snapshot)
-        except CodecError:
-            return
+        snapshot = decoded
+        if snapshot is None:
+            try:
+                snapshot = self._codecs[chart.name].decode(record.snapshot)
+            except CodecError:
+                return
         if len(self._decoded) > 10_000:
             self._decoded.clear()
         self._decoded[instance.id] = (instance.version, snapshot)
@@ -218,6 +243,8 @@ class Engine(Application[UUID]):
         uow.created[instance.id] = instance
         decide(self, uow, instance, careful=False)
         self._commit(uow)
+        if self._has_work(instance):
+            uow.follow(instance.id)
         self._enact(uow)
         return instance.id
 
@@ -234,16 +261,24 @@ class Engine(Application[UUID]):
             event = Event(event, check_json(data, "data"))
         if not event.name:
             raise EngineError("an event needs a name")
+        fresh = False
         for _ in range(MAX_CONFLICT_RETRIES):
-            instance = self.instance(instance_id)
+            instance = self.instance(instance_id, fresh=fresh)
             if instance.record.status.finished:
+                if not fresh:
+                    fresh = True
+                    continue
                 raise InstanceTerminated(instance_id, instance.record.status.value)
             message = instance.accept(event, source=None, sent_at=self.clock.now(), key=key)
             if message is None:
+                if not fresh:
+                    fresh = True
+                    continue
                 return None
             try:
                 self._save(instance)
             except IntegrityError:
+                fresh = True
                 continue
             self.runner.notify(instance_id)
             return message.seq
@@ -295,10 +330,10 @@ class Engine(Application[UUID]):
         """Every stored event of an instance, oldest first."""
         return list(self.events.get(instance_id))
 
-    def instance(self, instance_id: UUID) -> Instance:
-        """The instance aggregate, as stored now."""
+    def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
+        """The instance aggregate, as stored now (``fresh=False``: this engine's last committed copy)."""
         try:
-            instance: object = self.repository.get(instance_id)
+            instance: object = self.load(instance_id, fresh=fresh)
         except AggregateNotFoundError:
             raise UnknownInstance(instance_id) from None
         except PersistenceError as error:
@@ -306,6 +341,35 @@ class Engine(Application[UUID]):
         if not isinstance(instance, Instance):
             raise UnknownInstance(instance_id)
         return instance
+
+    def load(self, aggregate_id: UUID, *, fresh: bool = True) -> Any:
+        """A private copy of a stored aggregate.
+
+        ``fresh`` reads from the store whatever this engine has not seen (the
+        library's cache, fast-forwarded). Otherwise the copy this engine last
+        committed is used when it has one: a command computed on it that turns
+        out stale fails its save on the version conflict and is retried fresh.
+
+        Aggregate state is immutable values throughout (frozen attrs records,
+        tuples, JSON data never changed in place), so a shallow copy is as
+        safe as the library's deep copy and much cheaper; only the pending
+        events must not be shared.
+        """
+        if not fresh:
+            latest = self._latest.get(aggregate_id)
+            if latest is not None:
+                return _clone(latest)
+        cached = self.repository.get(aggregate_id, projector_func=project, deepcopy_from_cache=False)
+        return _clone(cached)
+
+    def _saw(self, instances: Iterable[Instance]) -> None:
+        """Remember the committed copies (newest version wins)."""
+        if len(self._latest) > DEFAULT_CACHE_SIZE:
+            self._latest.clear()
+        for instance in instances:
+            known = self._latest.get(instance.id)
+            if known is None or known.version < instance.version:
+                self._latest[instance.id] = _clone(instance)
 
     def instances(self) -> Iterator[Instance]:
         """Every instance in the store, in order of creation."""
@@ -409,8 +473,9 @@ class Engine(Application[UUID]):
             except UnknownInstance:
                 return None
         careful = False
+        fresh = False
         for _ in range(MAX_CONFLICT_RETRIES):
-            uow = UnitOfWork(self)
+            uow = UnitOfWork(self, fresh=fresh)
             instance = uow.load(instance_id)
             if instance is None:
                 return None
@@ -428,23 +493,44 @@ class Engine(Application[UUID]):
                 return run_task(self, instance_id)
             decision = decide(self, uow, instance, careful=careful)
             if decision is None:
+                if not fresh:
+                    fresh = True  # idle on this engine's copy: confirm with the store
+                    continue
                 return None
             try:
                 self._commit(uow)
             except IntegrityError:
-                careful = True
+                careful = fresh = True
                 continue
+            if self._has_work(instance):
+                uow.follow(instance_id)
             self._enact(uow)
             return decision
         raise StorageError(f"could not commit work for {instance_id}: too many concurrent writers")
+
+    def _has_work(self, instance: Instance) -> bool:
+        """Whether an instance has something to do right now (after a commit)."""
+        record = instance.record
+        if record.status.finished or record.status is InstanceStatus.PARKED:
+            return False
+        if record.inbox or record.cancel is not None or record.status is InstanceStatus.BORN:
+            return True
+        cached = self._decoded.get(instance.id)
+        if cached is None or cached[0] != instance.version:
+            return False
+        now = self.clock.now()
+        return any(timer.deadline <= now for timer in cached[1].timers)
 
     def _save(self, *instances: Instance) -> None:
         try:
             self.save(*instances)
         except IntegrityError:
+            for instance in instances:
+                self._latest.pop(instance.id, None)
             raise
         except PersistenceError as error:
             raise StorageError(f"the store refused a commit: {error}") from error
+        self._saw(instances)
 
     def _commit(self, uow: UnitOfWork) -> None:
         pending = uow.pending()
@@ -452,7 +538,7 @@ class Engine(Application[UUID]):
             self._hook("before-commit", uow)
             self._save(*pending)
             for instance in pending:
-                self._remember(instance)
+                self._remember(instance, uow.decoded.get(instance.id))
             self.acquired.update(uow.created)
             self._hook("after-commit", uow)
 

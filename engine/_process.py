@@ -357,8 +357,7 @@ def _apply(
         if isinstance(effect, Completed):
             instance.complete(effect.output)
             _notify_parent(uow, instance, done_invoke_event, effect.output, now)
-    if instance.record.inbox or snapshot.timers:
-        uow.follow(instance.id)
+    uow.decoded[instance.id] = snapshot
 
 
 def snapshot_state(chart: Chart[object], site_id: str) -> str:

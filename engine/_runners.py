@@ -92,7 +92,6 @@ class DeterministicRunner:
             if decision is not None:
                 done += 1
                 self.units += 1
-                self.notify(instance_id)
             self._release_due()
         return done
 
@@ -182,7 +181,7 @@ class ThreadedRunner:
                 self._busy.discard(instance_id)
                 if decision is not None:
                     self.units += 1
-                if decision is not None or instance_id in self._again:
+                if instance_id in self._again:
                     self._again.discard(instance_id)
                     if instance_id not in self._queued:
                         self._queued.add(instance_id)

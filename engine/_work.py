@@ -9,12 +9,13 @@ deadlines to watch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
 from aggregates import Instance
+from statechart import Snapshot
 
 if TYPE_CHECKING:
     from engine._engine import Engine
@@ -23,12 +24,14 @@ if TYPE_CHECKING:
 class UnitOfWork:
     """Loaded and new aggregates of one commit, and what to enact after it."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, fresh: bool = True) -> None:
         self.engine = engine
+        self.fresh = fresh
         self.loaded: dict[UUID, Instance | None] = {}
         self.created: dict[UUID, Instance] = {}
         self.followups: list[UUID] = []
         self.deadlines: list[tuple[float, UUID]] = []
+        self.decoded: dict[UUID, Snapshot[Any]] = {}
 
     def load(self, instance_id: UUID) -> Instance | None:
         """The instance, loaded once per unit of work (None when it does not exist)."""
@@ -36,7 +39,7 @@ class UnitOfWork:
             return self.created[instance_id]
         if instance_id not in self.loaded:
             try:
-                instance: Instance | None = self.engine.repository.get(instance_id)
+                instance: Instance | None = self.engine.load(instance_id, fresh=self.fresh)
             except AggregateNotFoundError:
                 instance = None
             self.loaded[instance_id] = instance

@@ -1,5 +1,6 @@
 """Projections of instance events: checkpoints, listings, call trees and timelines."""
 
+from projections._listing import ListingRow, apply_notification, in_flight, select_rows
 from projections._resume import (
     Checkpoint,
     CheckpointError,
@@ -14,6 +15,10 @@ from projections._tree import TimelineEntry, TreeNode, call_tree, render_timelin
 
 __all__ = [
     "Checkpoint",
+    "ListingRow",
+    "apply_notification",
+    "in_flight",
+    "select_rows",
     "CheckpointError",
     "CheckpointUndecodable",
     "DuplicatedActivation",
