@@ -26,6 +26,7 @@ from aggregates import (
 )
 from aggregates.errors import InputMismatch, InvalidCommand
 from engine._clock import Clock, SystemClock
+from engine._listing import Listing
 from engine._process import Decision, decide
 from engine._recovery import ParkedRoot, acquire, migrate, parked, resolve, terminate
 from engine._runners import DeterministicRunner, Runner
@@ -122,6 +123,7 @@ class Engine(Application[UUID]):
         super().__init__(env=merged)
         self.acquired: set[UUID] = set()
         self._latest: dict[UUID, Instance] = {}
+        self._listing: Listing | None = None
         self.engine_id = engine_id or _engine_id()
         self.clock: Clock = clock or SystemClock()
         self.registry = Registry()
@@ -566,13 +568,13 @@ class Engine(Application[UUID]):
         never revived on its own); a leftover child whose caller has finished
         is cancelled, finishing the interrupted cascade.
         """
+        self.listing.catch_up()
         roots: list[UUID] = []
         children: list[UUID] = []
-        for instance in self.instances():
-            record = instance.record
-            if record.status.finished or instance.id in self.acquired:
+        for row in self.listing.rows(in_flight=True):
+            if row.id in self.acquired:
                 continue
-            (roots if record.parent is None else children).append(instance.id)
+            (roots if row.parent is None else children).append(row.id)
         before = len(self.acquired)
         for root_id in roots:
             self.acquire(root_id)
@@ -581,9 +583,19 @@ class Engine(Application[UUID]):
                 self.acquire(child_id)
         return len(self.acquired) - before
 
+    @property
+    def listing(self) -> Listing:
+        """The recovery listing of in-flight instances (created on first use)."""
+        if self._listing is None:
+            self._listing = Listing(self)
+        return self._listing
+
     def close(self) -> None:
-        """Stop the runner gracefully, then close the store."""
+        """Stop the runner gracefully, then close the listing and the store."""
         runner = getattr(self, "runner", None)
         if runner is not None:
             runner.stop()
+        listing = getattr(self, "_listing", None)
+        if listing is not None:
+            listing.close()
         super().close()

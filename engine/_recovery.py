@@ -255,11 +255,14 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
 
 def parked(engine: Engine) -> list[ParkedRoot]:
     """Every parked root, with the incidents recorded in its tree."""
+    engine.listing.catch_up()
     out = []
-    for instance in engine.instances():
-        record = instance.record
-        if record.status is InstanceStatus.PARKED and record.parent is None:
-            out.append(ParkedRoot(instance.id, record.name, record.incidents))
+    for row in engine.listing.rows(in_flight=True, roots=True):
+        if row.status != InstanceStatus.PARKED.value:
+            continue
+        record = engine.instance(row.id).record  # the listing may lag: decide on the aggregate
+        if record.status is InstanceStatus.PARKED:
+            out.append(ParkedRoot(row.id, record.name, record.incidents))
     return out
 
 
