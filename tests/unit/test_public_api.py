@@ -1,0 +1,40 @@
+"""Each package's public surface is exactly what docs/reference/api.md documents."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("statechart", "aggregates", "projections", "engine")
+
+
+def documented() -> dict[str, list[str]]:
+    """The names listed per package in the API reference."""
+    text = (ROOT / "docs" / "reference" / "api.md").read_text()
+    sections = re.split(r"^## `(\w+)`$", text, flags=re.MULTILINE)
+    out: dict[str, list[str]] = {}
+    for package, body in zip(sections[1::2], sections[2::2], strict=True):
+        out[package] = re.findall(r"^\| `(\w+)` \|", body, flags=re.MULTILINE)
+    return out
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_all_is_pinned_by_the_api_reference(package: str) -> None:
+    """``__all__`` equals the documented names, in the same order, each once and each importable."""
+    module = importlib.import_module(package)
+    names = list(module.__all__)
+    assert names == documented()[package]
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert hasattr(module, name), f"{package}.{name} is listed but missing"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_private_modules_stay_private(package: str) -> None:
+    """A package's modules are private (``_name``) except ``errors`` and ``testing``."""
+    public = {p.stem for p in (ROOT / package).glob("*.py") if not p.stem.startswith("_")}
+    assert public <= {"errors", "testing"}
