@@ -104,6 +104,13 @@ def crash_at(engine: Engine, point: CrashPoint, *, nth: int = 1) -> Iterator[lis
 
 @contextlib.contextmanager
 def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterator[None]:
+    """Crash inside the transaction that inserts the *last* event of the chosen commit.
+
+    The commit's last pending event is noted when the commit starts; the
+    insert that writes it raises after writing. If the engine wrote a commit
+    in several transactions, the earlier ones would stay committed — which
+    is exactly what tests using this crash point detect.
+    """
     recorder: Any = engine.recorder
     kind = engine.storage.kind
     if kind == "sqlite":
@@ -115,15 +122,30 @@ def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterat
             "an in-memory store has no transaction to crash inside; use BEFORE_COMMIT or AFTER_COMMIT"
         )
     original = getattr(recorder, name)
+    target: list[tuple[str, int]] = []
+
+    def note(where: str, uow: UnitOfWork) -> None:
+        if where == "before-commit" and due():
+            last = [(i.id, e.originator_version) for i in uow.pending() for e in i.pending_events][-1]
+            target.append((last[0].hex, last[1]))
 
     def crashing(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
-        if due():
+        stored = args[1] if len(args) > 1 else kwargs.get("stored_events", ())
+        written = {(_hex(s.originator_id), s.originator_version) for s in stored}
+        if target and target[0] in written:
+            target.clear()
             raise SimulatedCrash("simulated crash inside the commit's transaction, after its inserts")
         return result
 
+    engine.hooks.append(note)
     setattr(recorder, name, crashing)
     try:
         yield
     finally:
         setattr(recorder, name, original)
+        engine.hooks.remove(note)
+
+
+def _hex(originator_id: object) -> str:
+    return originator_id.hex if isinstance(originator_id, uuid.UUID) else str(originator_id).replace("-", "")

@@ -64,6 +64,21 @@ def test_commit_before_enact_is_all_or_nothing(make_engine: EngineFactory, point
         assert events == []
 
 
+def test_a_birth_commit_is_one_insert(make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent's macrostep, its Births and the children's creation reach the store in one insert."""
+    engine = parent_engine(make_engine)
+    batches: list[list[str]] = []
+    original = engine.recorder.insert_events
+
+    def spy(stored_events: Any, **kwargs: Any) -> Any:
+        batches.append([s.topic.rsplit(".", 1)[-1] for s in stored_events])
+        return original(stored_events, **kwargs)
+
+    monkeypatch.setattr(engine.recorder, "insert_events", spy)
+    engine.start("parent", {"members": ["a", "b"]})
+    assert batches == [["Started", "Stepped", "Birth", "Birth", "Started", "Started"]]
+
+
 def test_crash_after_a_later_commit_keeps_the_earlier_one(make_engine: EngineFactory) -> None:
     """A crash in a child's first macrostep loses only that macrostep; the parent's commit stands."""
     engine = parent_engine(make_engine)
