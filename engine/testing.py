@@ -16,7 +16,7 @@ from typing import Any
 
 from engine._clock import Clock, VirtualClock
 from engine._engine import Engine
-from engine._runners import DeterministicRunner
+from engine._runners import DeterministicRunner, Runner, ThreadedRunner
 from engine._storage import Storage
 from engine._tasks import TaskFunction
 from engine._work import UnitOfWork
@@ -68,10 +68,13 @@ def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
     charts = list(engine.charts.values())
     tasks = dict(engine.tasks)
     storage = engine.storage
-    runner = DeterministicRunner() if isinstance(engine.runner, DeterministicRunner) else None
+    old = engine.runner
+    runner: Runner = ThreadedRunner(old.workers) if isinstance(old, ThreadedRunner) else DeterministicRunner()
     engine.close()
     fresh = Engine(charts, tasks, storage=storage, clock=clock or engine.clock, runner=runner)
     fresh.resume_all()
+    if isinstance(runner, ThreadedRunner):
+        runner.start()
     return fresh
 
 
