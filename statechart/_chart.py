@@ -20,6 +20,7 @@ from statechart._model import (
     _targets,
 )
 from statechart._shape import Shape, SiteShape, StateShape, TransitionShape
+from statechart._snapshot import HistoryEntry
 from statechart._validate import Validator, walk
 
 C = TypeVar("C", covariant=True)  # noqa: PLC0105 - one name for the context type throughout
@@ -306,6 +307,11 @@ class Chart(Generic[C]):
         self._config_indices: dict[tuple[str, ...], frozenset[int]] = {}
         self._config_ids: dict[frozenset[int], tuple[str, ...]] = {}
         self._entry_orders: dict[frozenset[int], tuple[int, ...]] = {}
+        self._history_indices: dict[tuple[HistoryEntry, ...], dict[int, tuple[int, ...]]] = {}
+        self.history_entries: dict[
+            tuple[int, tuple[tuple[int, tuple[int, ...]], ...]],
+            tuple[tuple[int, ...], dict[int, CompiledTransition]],
+        ] = {}
 
     def static_domain(self, t: CompiledTransition) -> int:
         """SCXML ``getTransitionDomain`` for targets known at compile time."""
@@ -335,6 +341,16 @@ class Chart(Generic[C]):
             found = frozenset(index[s] for s in configuration)
             if len(self._config_indices) < 4096:
                 self._config_indices[configuration] = found
+        return found
+
+    def history_indices(self, history: tuple[HistoryEntry, ...]) -> dict[int, tuple[int, ...]]:
+        """Stored history values as state indices (cached; callers must not mutate the result)."""
+        found = self._history_indices.get(history)
+        if found is None:
+            index = self.index
+            found = {index[h.id]: tuple(index[s] for s in h.states) for h in history}
+            if len(self._history_indices) < 4096:
+                self._history_indices[history] = found
         return found
 
     def configuration_ids(self, states: set[int] | frozenset[int]) -> tuple[str, ...]:

@@ -95,10 +95,10 @@ class Run:
         self.chart = chart
         self.base = snapshot
         self.config: set[int] = set(chart.configuration_indices(snapshot.configuration))
-        self.history: dict[int, tuple[int, ...]] = {}
-        if snapshot.history:
-            index = chart.index
-            self.history = {index[h.id]: tuple(index[s] for s in h.states) for h in snapshot.history}
+        # Shared with the chart's cache until this macrostep records a history.
+        self.history: dict[int, tuple[int, ...]] = (
+            chart.history_indices(snapshot.history) if snapshot.history else {}
+        )
         self.history_changed = False
         self.context: object = snapshot.context
         self.internal: deque[Event] = deque(snapshot.internal_queue)
@@ -349,9 +349,11 @@ class Run:
         self.entered.difference_update(to_exit)
         for s in to_exit:
             for h in chart.histories[s]:
+                if not self.history_changed:
+                    self.history = dict(self.history)  # copy on first write
+                    self.history_changed = True
                 remembered = chart.atomic_descendants[s] if chart.deep[h] else chart.child_set[s]
                 self.history[h] = tuple(sorted(self.config & remembered))
-                self.history_changed = True
         for s in to_exit:
             if chart.exit_work[s]:
                 self.leave(s)
@@ -376,10 +378,19 @@ class Run:
         """SCXML ``computeEntrySet``, in entry order, with the history defaults to run.
 
         The entry set of a single transition that meets no history state
-        depends on the transition alone, so it is computed once and kept.
+        depends on the transition alone, so it is computed once and kept;
+        one that meets history states depends on the transition and the
+        recorded history values, and is kept per pair.
         """
-        if len(transitions) == 1 and transitions[0].entry_plan is not None:
+        single = len(transitions) == 1
+        if single and transitions[0].entry_plan is not None:
             return transitions[0].entry_plan, {}
+        key: tuple[int, tuple[tuple[int, tuple[int, ...]], ...]] | None = None
+        if single and transitions[0].history_targets:
+            key = (transitions[0].order, tuple(sorted(self.history.items())))
+            cached = self.chart.history_entries.get(key)
+            if cached is not None:
+                return cached
         to_enter: set[int] = set()
         default_entry: set[int] = set()
         history_content: dict[int, CompiledTransition] = {}
@@ -391,8 +402,10 @@ class Run:
             for s in self.effective_targets(t):
                 self.add_ancestors(s, ancestor, to_enter, default_entry, history_content)
         entered = self.chart.entry_order(to_enter)
-        if len(transitions) == 1 and not self.saw_history:
+        if single and not self.saw_history:
             transitions[0].entry_plan = entered
+        elif key is not None and len(self.chart.history_entries) < 4096:
+            self.chart.history_entries[key] = (entered, history_content)
         return entered, history_content
 
     def enter_states(self, transitions: list[CompiledTransition]) -> None:
