@@ -307,6 +307,7 @@ class Chart(Generic[C]):
         self._config_indices: dict[tuple[str, ...], frozenset[int]] = {}
         self._config_ids: dict[frozenset[int], tuple[str, ...]] = {}
         self._entry_orders: dict[frozenset[int], tuple[int, ...]] = {}
+        self._entering_works: dict[tuple[int, ...], bool] = {}
         self._history_indices: dict[tuple[HistoryEntry, ...], dict[int, tuple[int, ...]]] = {}
         self.history_entries: dict[
             tuple[int, tuple[tuple[int, tuple[int, ...]], ...]],
@@ -362,6 +363,15 @@ class Chart(Generic[C]):
             found = tuple(ids[i] for i in sorted(key))
             if len(self._config_ids) < 4096:
                 self._config_ids[key] = found
+        return found
+
+    def entering_works(self, entered: tuple[int, ...]) -> bool:
+        """Whether entering any of these states does something beyond joining the configuration."""
+        found = self._entering_works.get(entered)
+        if found is None:
+            found = any(self.enter_work[s] for s in entered)
+            if len(self._entering_works) < 4096:
+                self._entering_works[entered] = found
         return found
 
     def entry_order(self, states: set[int]) -> tuple[int, ...]:

@@ -346,7 +346,8 @@ class Run:
     def exit_states(self, transitions: list[CompiledTransition]) -> None:
         chart = self.chart
         to_exit = sorted(self.exit_set(transitions), reverse=True)
-        self.entered.difference_update(to_exit)
+        if self.has_sites:
+            self.entered.difference_update(to_exit)
         for s in to_exit:
             for h in chart.histories[s]:
                 if not self.history_changed:
@@ -411,7 +412,7 @@ class Run:
     def enter_states(self, transitions: list[CompiledTransition]) -> None:
         chart = self.chart
         entered, history_content = self.entry_set(transitions)
-        if not self.has_sites and not history_content and not any(chart.enter_work[s] for s in entered):
+        if not self.has_sites and not history_content and not chart.entering_works(entered):
             self.config.update(entered)
             return
         for s in entered:
@@ -537,7 +538,8 @@ class Run:
             return
         self.exit_states(enabled)
         for t in enabled:
-            self.execute(self.chart.ids[t.source], t.actions)
+            if t.actions:
+                self.execute(self.chart.ids[t.source], t.actions)
         self.enter_states(enabled)
 
     def stabilise(self) -> None:
@@ -625,6 +627,9 @@ def _action_name(action: Action) -> str:
 # ------------------------------------------------------------------ public
 
 
+_OUTCOMES = ("done.invoke.", "error.invoke.", "retry.invoke.")
+
+
 def _check_event(chart: Chart[C], snapshot: Snapshot[C], event: Event) -> None:
     if not isinstance(event, Event) or not isinstance(event.name, str) or not event.name:
         raise errors.InvalidEvent(
@@ -636,7 +641,7 @@ def _check_event(chart: Chart[C], snapshot: Snapshot[C], event: Event) -> None:
         raise errors.InvalidEvent(
             f"snapshot belongs to chart {snapshot.chart!r}, not {chart.name!r}; step it with its own chart"
         )
-    if event.invoke_id is None and event.name.startswith(("done.invoke.", "error.invoke.", "retry.invoke.")):
+    if event.invoke_id is None and event.name.startswith(_OUTCOMES):
         raise errors.InvalidEvent(
             f"chart {chart.name!r}: event {event.name!r} reports a child outcome but carries no "
             "invoke_id; build it with done_invoke_event()/error_invoke_event()"
