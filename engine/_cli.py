@@ -7,7 +7,12 @@ in :data:`COMMANDS`.
 
 A command that cannot do what it was asked raises :class:`CommandError`;
 :func:`main` prints its message to standard error and exits with status 2,
-the status argparse uses for a bad command line.
+the status argparse uses for a bad command line. A command that was asked
+properly but whose operation failed (a checkpoint that does not validate, a
+rejected migration) raises :class:`CommandFailed`, and exits with status 1.
+
+The operator commands (``list``, ``tree``, ``plan``, ``send``, ``recover``…)
+live in :mod:`engine._cli_ops`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
@@ -30,11 +36,23 @@ from statechart.errors import ChartInvalid
 USAGE_ERROR = 2
 """Exit status for a command that could not run as asked."""
 
+OPERATION_FAILED = 1
+"""Exit status for a command that ran as asked but whose operation failed."""
+
 _IMPORT_PATH = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attribute>\w+(?:\.\w+)*)")
 
 
 class CommandError(EngineError):
     """A command could not run as asked; the message says why and, when known, what to do."""
+
+    status = USAGE_ERROR
+    """The exit status :func:`main` returns for this error."""
+
+
+class CommandFailed(CommandError):
+    """A command ran as asked, but the operation failed (exit status 1)."""
+
+    status = OPERATION_FAILED
 
 
 @attrs.frozen
@@ -72,42 +90,59 @@ def _import(module_name: str) -> object:
         raise CommandError(f"importing module {module_name!r} failed: {_problems(err)}") from err
 
 
-def load_chart(path: str) -> Chart[object]:
-    """The chart named by ``path``, an import path ``package.module:attribute``.
+_T = TypeVar("_T")
 
-    The attribute (which may be dotted) is a :class:`~statechart.Chart` or a
-    callable that takes no arguments and returns one. Every failure raises
-    :class:`CommandError` with a message naming the path and the fix.
+
+def load_object(
+    path: str,
+    *,
+    metavar: str,
+    example: str,
+    expected: str,
+    accept: Callable[[object], _T | None],
+    listed: str = "charts",
+) -> _T:
+    """The value named by ``path``, ``package.module:attribute``, as ``accept`` takes it.
+
+    ``accept`` returns the value it takes, or None for a value of another
+    type (it may raise :class:`CommandError` for one that is nearly right).
+    A value it does not take but that is callable without arguments is
+    called, and its result offered to ``accept`` in turn. ``expected`` names
+    what is wanted (``"a Chart"``) and ``listed`` what to suggest when the
+    attribute is missing. Every failure raises :class:`CommandError` naming
+    the path and the fix.
     """
     match = _IMPORT_PATH.fullmatch(path)
     if match is None:
         raise CommandError(
-            f"{path!r} is not an import path; write CHART as 'package.module:attribute', "
-            "e.g. 'shop.charts:ORDER'"
+            f"{path!r} is not an import path; write {metavar} as 'package.module:attribute', e.g. {example!r}"
         )
     module_name, attribute = match["module"], match["attribute"]
     module = _import(module_name)
     found: object = module
     for part in attribute.split("."):
         if not hasattr(found, part):
-            charts = sorted(name for name, value in vars(module).items() if isinstance(value, Chart))
-            listed = (
-                f"charts it defines: {', '.join(charts)}" if charts else "it defines no chart at top level"
+            names = sorted(name for name, value in vars(module).items() if _takes(accept, value))
+            hint = (
+                f"{listed} it defines: {', '.join(names)}"
+                if names
+                else f"it defines no {listed} at top level"
             )
-            raise CommandError(f"module {module_name!r} has no attribute {attribute!r}; {listed}")
+            raise CommandError(f"module {module_name!r} has no attribute {attribute!r}; {hint}")
         found = getattr(found, part)
-    if isinstance(found, Chart):
-        return found
+    taken = accept(found)
+    if taken is not None:
+        return taken
     if not callable(found):
         raise CommandError(
-            f"{path!r} is of type {type(found).__name__}, not a Chart; name a Chart or a function "
-            "that takes no arguments and returns one"
+            f"{path!r} is of type {type(found).__name__}, not {expected}; name {expected} or a "
+            "function that takes no arguments and returns one"
         )
     try:
         inspect.signature(found).bind()
     except TypeError as err:
         raise CommandError(
-            f"{path!r} cannot be called without arguments ({err}); name a Chart or a function "
+            f"{path!r} cannot be called without arguments ({err}); name {expected} or a function "
             "that takes no arguments and returns one"
         ) from err
     except ValueError:
@@ -116,12 +151,34 @@ def load_chart(path: str) -> Chart[object]:
         made = found()
     except ChartInvalid as err:
         raise CommandError(f"calling {path!r} failed: {_problems(err)}") from err
-    if not isinstance(made, Chart):
+    taken = accept(made)
+    if taken is None:
         raise CommandError(
-            f"calling {path!r} returned a value of type {type(made).__name__}, not a Chart; "
-            "make it return the chart"
+            f"calling {path!r} returned a value of type {type(made).__name__}, not {expected}; "
+            f"make it return {expected}"
         )
-    return made
+    return taken
+
+
+def _takes(accept: Callable[[object], object], value: object) -> bool:
+    try:
+        return accept(value) is not None
+    except CommandError:
+        return False
+
+
+def _chart(value: object) -> Chart[object] | None:
+    return value if isinstance(value, Chart) else None
+
+
+def load_chart(path: str) -> Chart[object]:
+    """The chart named by ``path``, an import path ``package.module:attribute``.
+
+    The attribute (which may be dotted) is a :class:`~statechart.Chart` or a
+    callable that takes no arguments and returns one. Every failure raises
+    :class:`CommandError` with a message naming the path and the fix.
+    """
+    return load_object(path, metavar="CHART", example="shop.charts:ORDER", expected="a Chart", accept=_chart)
 
 
 # ------------------------------------------------------------------- diagram
@@ -184,6 +241,14 @@ def _demo(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- main
 
+
+def _operator_commands() -> tuple[Command, ...]:
+    # The operator commands build on this module's errors and loaders.
+    from engine._cli_ops import OPERATOR_COMMANDS
+
+    return OPERATOR_COMMANDS
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "demo",
@@ -192,6 +257,7 @@ COMMANDS: tuple[Command, ...] = (
         _demo,
     ),
     Command("diagram", "draw a chart as a Mermaid or Graphviz DOT diagram", _diagram_arguments, _diagram),
+    *_operator_commands(),
 )
 """Every subcommand, in the order ``incarnate --help`` lists them."""
 
@@ -220,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args)
     except CommandError as err:
         print(f"incarnate {args.command}: error: {err}", file=sys.stderr)
-        return USAGE_ERROR
+        return err.status
 
 
 if __name__ == "__main__":

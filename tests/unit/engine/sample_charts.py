@@ -1,7 +1,8 @@
-"""Charts, and things that are not charts, for the command-line tests to name by import path."""
+"""Charts, task tables, and things that are neither, for the command-line tests to name by import path."""
 
 from __future__ import annotations
 
+from engine import TaskCall, TaskFunction
 from statechart import Chart, NoContext, after, final, state, transition
 
 ORDER = Chart(
@@ -44,3 +45,21 @@ def broken() -> Chart[NoContext]:
         state("a", on=[transition("go", "nowhere")]),
         state("a"),
     )
+
+
+def charge(call: TaskCall) -> str:
+    """Charge nothing and succeed: the ``charge`` task of the scenario charts."""
+    return f"receipt for attempt {call.attempt}"
+
+
+TASKS: dict[str, TaskFunction] = {"charge": charge}
+"""The task functions the scenario charts invoke, for ``--tasks``."""
+
+
+def tasks() -> dict[str, TaskFunction]:
+    """Return the task table: a zero-argument function is accepted in place of a table."""
+    return TASKS
+
+
+NOT_TASKS = {"charge": "not callable"}
+"""A table whose value is not a function."""

@@ -151,7 +151,19 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered() -> None:
     """Each entry of ``COMMANDS`` becomes a subcommand that runs its function."""
-    arguments = {"diagram": [f"{SAMPLE}:ORDER"], "demo": ["--db", "x.db"]}
+    some_id = "0d3e0000-0000-4000-8000-00000000d3e0"
+    arguments = {
+        "diagram": [f"{SAMPLE}:ORDER"],
+        "demo": ["--db", "x.db"],
+        "tree": [some_id],
+        "timeline": [some_id],
+        "plan": [some_id],
+        "send": [some_id, "approve"],
+        "cancel": [some_id],
+        "migrate": [some_id, "--map", "a=b"],
+        "resolve": [some_id],
+        "terminate": [some_id],
+    }
     for command in COMMANDS:
         args = parser().parse_args([command.name, *arguments.get(command.name, [])])
         assert args.run is command.run
