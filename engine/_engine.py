@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import socket
+import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -120,7 +121,10 @@ class Engine(Application[UUID]):
         merged.setdefault("AGGREGATE_CACHE_MAXSIZE", str(DEFAULT_CACHE_SIZE))
         if env:
             merged.update(env)
-        super().__init__(env=merged)
+        try:
+            super().__init__(env=merged)
+        except (PersistenceError, sqlite3.DatabaseError) as error:
+            raise StorageError(f"cannot open {self.storage.describe()}: {error}") from error
         self.acquired: set[UUID] = set()
         self._latest: dict[UUID, Instance] = {}
         self._listing: Listing | None = None
@@ -330,7 +334,10 @@ class Engine(Application[UUID]):
 
     def events_of(self, instance_id: UUID) -> list[Any]:
         """Every stored event of an instance, oldest first."""
-        return list(self.events.get(instance_id))
+        events = list(self.events.get(instance_id))
+        if not events:
+            raise UnknownInstance(instance_id)
+        return events
 
     def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
         """The instance aggregate, as stored now (``fresh=False``: this engine's last committed copy)."""

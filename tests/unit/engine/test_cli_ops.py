@@ -125,7 +125,7 @@ def test_a_file_that_is_not_a_store_is_a_usage_error(
     garbage.write_text("not a database")
     status, _, err = run(capsys, "list", "--db", str(garbage))
     assert status == 2
-    assert "cannot open the store (SQLite file" in err
+    assert "cannot open SQLite file" in err
 
 
 def test_the_store_defaults_to_the_environment(
