@@ -191,6 +191,14 @@ class _Fold:
         ):
             if mine != theirs:
                 differences.append(f"{name} is {mine!r} in the activation, {theirs!r} in the snapshot")
+        if state is ActivationState.RETRYING:
+            last = activation.journal[-1] if activation.journal else None
+            deadline = last.deadline if last is not None else None
+            wanted = slot.get("retry_deadline")
+            if last is None or last.ref != activation.ref or deadline != wanted:
+                differences.append(
+                    f"the retry journal ends with {last!r}, the snapshot retries at {wanted!r}"
+                )
         if differences:
             raise self.error(MismatchedActivation, activation.site, activation.key, "; ".join(differences))
 
