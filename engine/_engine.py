@@ -51,7 +51,8 @@ from statechart.errors import CodecError
 log = logging.getLogger("incarnate.engine")
 
 MAX_CONFLICT_RETRIES = 20
-DEFAULT_CACHE_SIZE = 10_000
+DEFAULT_CACHE_SIZE = 50_000
+"""Instances an engine keeps in memory (committed copies, decoded snapshots, the library's cache)."""
 
 
 def _clone(aggregate: Any) -> Any:
@@ -107,6 +108,7 @@ class Engine(Application[UUID]):
         engine_id: str | None = None,
         env: Mapping[str, str] | None = None,
         snapshot_interval: int | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         self.storage = storage if storage is not None else Storage.from_env()
         merged = self.storage.env()
@@ -118,7 +120,8 @@ class Engine(Application[UUID]):
         # Instances are cached and fast-forwarded from the store before use, so a
         # unit of work reads only the events it has not seen (writes by other
         # engines included); commands always get a private copy.
-        merged.setdefault("AGGREGATE_CACHE_MAXSIZE", str(DEFAULT_CACHE_SIZE))
+        self.cache_size = cache_size
+        merged.setdefault("AGGREGATE_CACHE_MAXSIZE", str(cache_size))
         if env:
             merged.update(env)
         try:
@@ -225,8 +228,8 @@ class Engine(Application[UUID]):
                 snapshot = self._codecs[chart.name].decode(record.snapshot)
             except CodecError:
                 return
-        if len(self._decoded) > 10_000:
-            self._decoded.clear()
+        while len(self._decoded) >= self.cache_size:
+            del self._decoded[next(iter(self._decoded))]
         self._decoded[instance.id] = (instance.version, snapshot)
 
     # -------------------------------------------------------- commands
@@ -372,9 +375,9 @@ class Engine(Application[UUID]):
         return _clone(cached)
 
     def _saw(self, instances: Iterable[Instance]) -> None:
-        """Remember the committed copies (newest version wins)."""
-        if len(self._latest) > DEFAULT_CACHE_SIZE:
-            self._latest.clear()
+        """Remember the committed copies (newest version wins; the oldest entries go first)."""
+        while len(self._latest) >= self.cache_size:
+            del self._latest[next(iter(self._latest))]
         for instance in instances:
             known = self._latest.get(instance.id)
             if known is None or known.version < instance.version:
@@ -399,6 +402,21 @@ class Engine(Application[UUID]):
         if start is None and not events:
             raise UnknownInstance(instance_id)
         return start, events
+
+    def read(self, instance_id: UUID) -> tuple[Instance, InstanceSnapshot | None, list[Any]]:
+        """Read an instance once for recovery: the aggregate, and what it was built from.
+
+        The aggregate is built from the latest stored snapshot (if any) and
+        the events after it; the same snapshot and events feed its ResumePlan.
+        The result also becomes this engine's latest copy of the instance.
+        """
+        start, events = self.stored(instance_id)
+        aggregate: Any = start.mutate(None) if start is not None else None
+        aggregate = project(aggregate, events)
+        if not isinstance(aggregate, Instance):
+            raise UnknownInstance(instance_id)
+        self._saw([aggregate])
+        return _clone(aggregate), start, events
 
     def plan(self, instance_id: UUID, chart: Chart[Any] | None = None) -> Checkpoint:
         """The ResumePlan of an instance: its checkpoint rebuilt from the store and validated.

@@ -21,10 +21,19 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import IntegrityError
 
-from aggregates import Activation, ActivationState, Incident, Instance, InstanceKind, InstanceStatus, Message
+from aggregates import (
+    Activation,
+    ActivationState,
+    Incident,
+    Instance,
+    InstanceKind,
+    InstanceSnapshot,
+    InstanceStatus,
+    Message,
+)
 from engine._work import UnitOfWork
 from engine.errors import EngineError, StorageError, UnknownInstance
-from projections import Checkpoint, CheckpointError, CheckpointUndecodable
+from projections import Checkpoint, CheckpointError, CheckpointUndecodable, resume_plan
 from statechart import (
     Chart,
     Event,
@@ -41,6 +50,9 @@ if TYPE_CHECKING:
     from engine._engine import Engine
 
 RETRIES = 20
+
+Stored = tuple[Instance, InstanceSnapshot | None, list[Any]]
+"""An instance as read for recovery: the aggregate, the snapshot it started from, the events after it."""
 
 
 class MigrationRejected(EngineError, ValueError):
@@ -68,11 +80,21 @@ class ParkedRoot:
 # ----------------------------------------------------------------- acquire
 
 
-def acquire(engine: Engine, instance_id: UUID, seen: set[UUID] | None = None) -> bool:
+def acquire(
+    engine: Engine,
+    instance_id: UUID,
+    seen: set[UUID] | None = None,
+    *,
+    loaded: Stored | None = None,
+    caller: Instance | None = None,
+) -> bool:
     """Acquire an instance (and, first, the children it retains); False when it must not run.
 
     Idempotent: an instance this engine has acquired (or created) is not
     acquired again. Cycles and repeats in malformed records are visited once.
+    Each instance is read from the store once: the same events build the
+    aggregate and its ResumePlan. ``loaded`` and ``caller`` pass down what a
+    parent's acquisition has read already.
     """
     if instance_id in engine.acquired:
         return True
@@ -80,23 +102,19 @@ def acquire(engine: Engine, instance_id: UUID, seen: set[UUID] | None = None) ->
     if instance_id in seen:
         return True
     seen.add(instance_id)
-    instance = engine.instance(instance_id)
+    instance, start, events = loaded if loaded is not None else engine.read(instance_id)
     record = instance.record
     if record.status.finished:
         engine.acquired.add(instance_id)
         return True
-    if record.status is InstanceStatus.PARKED or _root_parked(engine, instance):
+    if record.status is InstanceStatus.PARKED or _root_parked(engine, instance, caller):
         return False
     chart: Chart[Any] | None = None
     if record.kind is InstanceKind.CHART:
         chart = engine.charts.get(record.name)
         if chart is None:
-            park(
-                engine,
-                instance_id,
-                "unknown-chart",
-                f"chart {record.name!r} is not registered with this engine",
-            )
+            detail = f"chart {record.name!r} is not registered with this engine"
+            park(engine, instance_id, "unknown-chart", detail)
             return False
         breaking = _breaking_changes(engine, record.name, record.fingerprint, chart)
         if breaking:
@@ -109,33 +127,47 @@ def acquire(engine: Engine, instance_id: UUID, seen: set[UUID] | None = None) ->
             )
             return False
     try:
-        plan = engine.plan(instance_id, chart)
+        plan = resume_plan(events, chart, start=start)
     except CheckpointUndecodable as error:
         park(engine, instance_id, "revalidation", str(error))
         return False
     except CheckpointError as error:
         park(engine, instance_id, "checkpoint", str(error))
         return False
-    if record.parent is not None and _caller_gone(engine, instance):
+    if plan.snapshot is not None:
+        engine._decoded[instance_id] = (instance.version, plan.snapshot)
+    if record.parent is not None and _caller_gone(engine, instance, caller):
         engine.acquired.add(instance_id)
         return True
     for activation in plan.activations:
         if activation.state is ActivationState.RUNNING:
             reattach(engine, instance, activation, seen)
     engine.acquired.add(instance_id)
-    engine.runner.notify(instance_id)
-    if plan.snapshot is not None:
-        for timer in plan.snapshot.timers:
-            engine.runner.notify_at(timer.deadline, instance_id)
+    _arm(engine, instance, plan)
     return True
 
 
-def _root_parked(engine: Engine, instance: Instance) -> bool:
+def _arm(engine: Engine, instance: Instance, plan: Checkpoint) -> None:
+    """Hand the instance to the runner if it has work now; watch its future timers."""
+    record = instance.record
+    now = engine.clock.now()
+    timers = plan.snapshot.timers if plan.snapshot is not None else ()
+    due = any(timer.deadline <= now for timer in timers)
+    if due or record.inbox or record.cancel is not None or record.status is InstanceStatus.BORN:
+        engine.runner.notify(instance.id)
+    for timer in timers:
+        if timer.deadline > now:
+            engine.runner.notify_at(timer.deadline, instance.id)
+
+
+def _root_parked(engine: Engine, instance: Instance, caller: Instance | None) -> bool:
     root_id = instance.record.root
     if root_id == instance.id:
         return False
+    if caller is not None and caller.id == root_id:
+        return caller.record.status is InstanceStatus.PARKED
     try:
-        return engine.instance(root_id).record.status is InstanceStatus.PARKED
+        return engine.instance(root_id, fresh=False).record.status is InstanceStatus.PARKED
     except UnknownInstance:
         return False
 
@@ -149,12 +181,12 @@ def _breaking_changes(engine: Engine, name: str, fingerprint: str, chart: Chart[
     return compare(old, chart.shape).breaking
 
 
-def _caller_gone(engine: Engine, instance: Instance) -> bool:
+def _caller_gone(engine: Engine, instance: Instance, caller: Instance | None) -> bool:
     """Finish an interrupted cancel cascade: a child whose caller is terminal, gone or moved on."""
     ref = instance.record.parent
     assert ref is not None
     try:
-        parent = engine.instance(ref.parent)
+        parent = caller if caller is not None and caller.id == ref.parent else engine.instance(ref.parent)
         status = parent.record.status.value
         activation = parent.record.activation(ref.site, ref.key)
         retained = activation is not None and activation.ref == ref
@@ -162,11 +194,7 @@ def _caller_gone(engine: Engine, instance: Instance) -> bool:
         status, retained = "gone", False
     if retained and status not in ("done", "failed", "cancelled"):
         return False
-    reason = (
-        f"caller {ref.parent} is {status}"
-        if not retained or status != "running"
-        else f"caller {ref.parent} moved on"
-    )
+    reason = f"caller {ref.parent} is {status}" if status != "running" else f"caller {ref.parent} moved on"
     for _ in range(RETRIES):
         child = engine.instance(instance.id)
         if not child.request_cancel(ref.parent, f"{reason}; recovery finished the cancel cascade"):
@@ -184,24 +212,24 @@ def _caller_gone(engine: Engine, instance: Instance) -> bool:
 def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set[UUID]) -> None:
     """Decide from the child's real status: consume, re-park, or report the failure for a retry."""
     ref = activation.ref
+    if activation.child_id in engine.acquired:
+        return
     try:
-        child: Instance | None = engine.instance(activation.child_id)
+        loaded: Stored | None = engine.read(activation.child_id)
     except UnknownInstance:
-        child = None
-    if child is None:
+        loaded = None
+    if loaded is None:
         _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, {"reason": "vanished"}))
         return
+    child = loaded[0]
     status = child.record.status
     if status is InstanceStatus.DONE:
         _deliver(engine, parent.id, done_invoke_event(ref.invoke_id, child.record.output))
     elif status in (InstanceStatus.FAILED, InstanceStatus.CANCELLED):
-        _deliver(
-            engine,
-            parent.id,
-            error_invoke_event(ref.invoke_id, child.record.error or {"reason": status.value}),
-        )
+        error = child.record.error or {"reason": status.value}
+        _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, error))
     else:
-        acquire(engine, child.id, seen)
+        acquire(engine, child.id, seen, loaded=loaded, caller=parent)
 
 
 def _deliver(engine: Engine, parent_id: UUID, event: Event) -> None:
@@ -215,6 +243,7 @@ def _deliver(engine: Engine, parent_id: UUID, event: Event) -> None:
             engine._save(parent)
         except IntegrityError:
             continue
+        engine.runner.notify(parent_id)
         return
     raise StorageError(f"could not deliver a child outcome to {parent_id}")
 
