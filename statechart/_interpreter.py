@@ -523,7 +523,8 @@ class Run:
 
     # ---------------------------------------------------------- microstep
 
-    def microstep(self, enabled: list[CompiledTransition]) -> None:
+    def count_microstep(self) -> None:
+        """Count one microstep (or one internal event taken off the queue) against the cap."""
         self.microsteps += 1
         if self.microsteps > self.chart.max_microsteps:
             raise errors.RunawayMacrostep(
@@ -532,6 +533,9 @@ class Run:
                 self.chart.max_microsteps,
                 tuple(self.chart.ids[i] for i in sorted(self.config)),
             )
+
+    def microstep(self, enabled: list[CompiledTransition]) -> None:
+        self.count_microstep()
         if len(enabled) == 1 and not enabled[0].targets:
             t = enabled[0]
             self.execute(self.chart.ids[t.source], t.actions)
@@ -559,6 +563,10 @@ class Run:
                     continue
                 self.event = self.internal.popleft()
                 enabled = self.select(chart.matching(self.event.name))
+                if not enabled:
+                    # An internal event that enables nothing still counts toward
+                    # the cap: a raising guard re-queues error.execution forever.
+                    self.count_microstep()
             if enabled:
                 self.microstep(enabled)
 
