@@ -125,3 +125,15 @@ def test_cap_below_one_is_a_definition_error() -> None:
     with pytest.raises(ChartInvalid) as caught:
         Chart("zero", state("a"), max_microsteps=0)
     assert [type(e) for e in caught.value.exceptions] == [InvalidDefinition]
+
+
+def test_a_raising_eventless_guard_runs_away_instead_of_hanging() -> None:
+    """An eventless guard that always raises re-queues error.execution; the cap ends the macrostep."""
+
+    def broken(context: object, event: Event) -> bool:
+        raise RuntimeError("the guard is broken")
+
+    chart = Chart("broken", state("s1", on=[always("s2", guard=broken)]), state("s2"), max_microsteps=50)
+    with pytest.raises(RunawayMacrostep) as caught:
+        start(chart)
+    assert caught.value.event == "error.execution" and caught.value.limit == 50
