@@ -296,6 +296,14 @@ def run_demo(db: str, out: Callable[[str], None] = print, *, timeout: float = 30
             same = same and now == (ref, attempt)
             label = "root" if ref is None else f"{ref.site}[{ref.key}] gen {ref.generation}"
             out(f"   {str(instance_id)[:8]} {label:<22} attempt {attempt}: {verdict}")
+        retried = [n for n in after_tree.walk() if n.ref is not None and n.attempt > 1]
+        for node in retried:
+            assert node.ref is not None
+            label = f"{node.ref.site}[{node.ref.key}] gen {node.ref.generation}"
+            out(
+                f"   {str(node.id)[:8]} {label:<22} attempt {node.attempt}: new — the site's retry "
+                "policy, not the restart, made this incarnation"
+            )
         out("")
         names = {ORDER_ID: "order"}
         events = []
