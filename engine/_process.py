@@ -204,42 +204,37 @@ def _cancel(
     return Decision("cancelled", request.reason)
 
 
+def _ref(instance: Instance, invoke_id: InvokeId) -> Ref:
+    """The durable Ref of one of this instance's incarnations."""
+    return Ref(instance.id, invoke_id.site, invoke_id.key, invoke_id.generation)
+
+
 def _facts(
-    engine: Engine,
-    instance: Instance,
-    chart: Chart[object],
-    *,
-    site_id: str,
-    key: str,
-    generation: int,
-    attempt: int,
-    input: object,
-    state: str,
-    armed_step: int,
-    provenance: Provenance,
-    previous: Ref | None,
+    instance: Instance, chart: Chart[object], effect: BirthChild | ResumeChild, armed_step: int
 ) -> BirthFacts:
-    site = chart.site_by_id[site_id]
-    ref = Ref(instance.id, site_id, key, generation)
+    """The immutable birth facts of the incarnation a BirthChild or ResumeChild decided."""
+    ref = _ref(instance, effect.invoke_id)
+    site = chart.site_by_id[ref.site]
     ancestry = instance.record.ancestry
     if site.group is not None:
         ancestry = (*ancestry, AncestryFrame(site.group, ref))
     kind = InstanceKind.CHART if site.chart is not None else InstanceKind.TASK
     name = site.chart if site.chart is not None else site.task
     assert name is not None
+    resumed = isinstance(effect, ResumeChild)
     return BirthFacts(
         PARENT_TYPE,
         ref,
         instance.record.root,
         kind,
         name,
-        state,
-        attempt,
-        input,  # type: ignore[arg-type]
+        effect.state,
+        effect.attempt,
+        effect.input,
         ancestry,
         armed_step,
-        provenance,
-        previous,
+        Provenance.RETRY if resumed else Provenance.BIRTH,
+        _ref(instance, effect.previous) if isinstance(effect, ResumeChild) else None,
     )
 
 
@@ -286,60 +281,30 @@ def _apply(
     _settle(instance, snapshot, trigger, retried)
     for effect in effects:
         if isinstance(effect, BirthChild):
-            iid = effect.invoke_id
-            facts = _facts(
-                engine,
-                instance,
-                chart,
-                site_id=iid.site,
-                key=iid.key,
-                generation=iid.generation,
-                attempt=effect.attempt,
-                input=effect.input,
-                state=effect.state,
-                armed_step=armed_step,
-                provenance=Provenance.BIRTH,
-                previous=None,
-            )
+            facts = _facts(instance, chart, effect, armed_step)
             instance.record_birth(facts)
             _create_child(engine, uow, facts, careful=careful)
         elif isinstance(effect, RetryChild):
-            failed = effect.failed
-            ref = Ref(instance.id, failed.site, failed.key, failed.generation)
-            instance.record_retry(ref, effect.attempt, effect.deadline, effect.error)
+            instance.record_retry(
+                _ref(instance, effect.failed), effect.attempt, effect.deadline, effect.error
+            )
             uow.watch(effect.deadline, instance.id)
         elif isinstance(effect, ResumeChild):
-            iid, previous = effect.invoke_id, effect.previous
-            facts = _facts(
-                engine,
-                instance,
-                chart,
-                site_id=iid.site,
-                key=iid.key,
-                generation=iid.generation,
-                attempt=effect.attempt,
-                input=effect.input,
-                state=effect.state,
-                armed_step=armed_step,
-                provenance=Provenance.RETRY,
-                previous=Ref(instance.id, previous.site, previous.key, previous.generation),
-            )
+            facts = _facts(instance, chart, effect, armed_step)
             instance.record_resume(facts)
             _create_child(engine, uow, facts, careful=careful)
         elif isinstance(effect, CancelChild):
-            iid = effect.invoke_id
-            ref = Ref(instance.id, iid.site, iid.key, iid.generation)
-            activation = instance.record.activation(iid.site, iid.key)
+            ref = _ref(instance, effect.invoke_id)
+            activation = instance.record.activation(ref.site, ref.key)
             if activation is not None and activation.ref == ref:
                 instance.record_settled(ref, Settlement.CANCELLED)
             child = uow.load(ref.child_id)
             if child is not None and child.request_cancel(
-                instance.id, f"parent left state {snapshot_state(chart, iid.site)!r}"
+                instance.id, f"parent left state {snapshot_state(chart, ref.site)!r}"
             ):
                 uow.follow(child.id)
         elif isinstance(effect, SendToChild):
-            iid = effect.invoke_id
-            child = uow.load(Ref(instance.id, iid.site, iid.key, iid.generation).child_id)
+            child = uow.load(_ref(instance, effect.invoke_id).child_id)
             if child is not None and not child.record.status.finished:
                 child.accept(effect.event, source=instance.id, sent_at=now)
                 uow.follow(child.id)

@@ -11,12 +11,13 @@ import contextlib
 import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from engine import Storage
+from engine import Engine, Storage, VirtualClock
 from engine._engine import forget_memory_store
 
 STORES = ("popo", "sqlite", "postgres")
@@ -80,3 +81,39 @@ def storage_for(kind: str, tmp_path: Path) -> Iterator[Storage]:
             _execute(user, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     else:
         raise ValueError(f"unknown store {kind!r}")
+
+
+# ---------------------------------------------------------------- fixtures
+# conftest.py files of the test folders that run on every store import these.
+
+EngineFactory = Callable[..., Engine]
+
+
+@pytest.fixture(params=STORES)
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    """An empty store of each kind in turn."""
+    with storage_for(request.param, tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    """A virtual clock starting at a fixed epoch time."""
+    return VirtualClock(1_700_000_000.0)
+
+
+@pytest.fixture
+def make_engine(storage: Storage, clock: VirtualClock) -> Iterator[EngineFactory]:
+    """Build engines over the test's store; every engine is closed at the end."""
+    engines: list[Engine] = []
+
+    def build(*args: Any, **kwargs: Any) -> Engine:
+        kwargs.setdefault("storage", storage)
+        kwargs.setdefault("clock", clock)
+        engine = Engine(*args, **kwargs)
+        engines.append(engine)
+        return engine
+
+    yield build
+    for engine in engines:
+        engine.close()
