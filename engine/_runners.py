@@ -147,12 +147,16 @@ class ThreadedRunner:
 
     def notify(self, instance_id: UUID) -> None:
         with self._lock:
-            if instance_id in self._busy:
-                self._again.add(instance_id)
-            elif instance_id not in self._queued:
-                self._queued.add(instance_id)
-                self._queue.append(instance_id)
+            self._enqueue(instance_id)
             self._lock.notify_all()
+
+    def _enqueue(self, instance_id: UUID) -> None:
+        """Queue an instance once; one being worked on is looked at again afterwards (lock held)."""
+        if instance_id in self._busy:
+            self._again.add(instance_id)
+        elif instance_id not in self._queued:
+            self._queued.add(instance_id)
+            self._queue.append(instance_id)
 
     def notify_at(self, deadline: float, instance_id: UUID) -> None:
         with self._lock:
@@ -183,9 +187,7 @@ class ThreadedRunner:
                     self.units += 1
                 if instance_id in self._again:
                     self._again.discard(instance_id)
-                    if instance_id not in self._queued:
-                        self._queued.add(instance_id)
-                        self._queue.append(instance_id)
+                    self._enqueue(instance_id)
                 self._lock.notify_all()
 
     def _tick(self) -> None:
@@ -197,11 +199,7 @@ class ThreadedRunner:
                 now = self.engine.clock.now()
                 while self._timers and self._timers[0][0] <= now:
                     _, _, instance_id = heapq.heappop(self._timers)
-                    if instance_id in self._busy:
-                        self._again.add(instance_id)
-                    elif instance_id not in self._queued:
-                        self._queued.add(instance_id)
-                        self._queue.append(instance_id)
+                    self._enqueue(instance_id)
                     self._lock.notify_all()
                 wait = self.poll_interval
                 if self._timers:
