@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib.metadata
 import os
-import platform
 import sqlite3
 import statistics
 import sys
@@ -50,17 +48,16 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
 from engine import DeterministicRunner, Engine, Storage
-from statechart import Chart, Event, assign, final, invoke, state, transition
+from statechart import Chart, assign, final, invoke, state, transition
 
-INSTALL_HINT = "install the postgres extra: pip install -e '.[postgres]'"
+if not __package__:  # run as a file, ``python bench/durable.py``: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-POSTGRES_HOST = "127.0.0.1"
-POSTGRES_PORT = 5432
-POSTGRES_DBNAME = "test"
-POSTGRES_USERS = ("postgres", "root")
-"""Tried in this order; the server is expected to trust local connections."""
+from bench import _common as common
 
-STORES = ("sqlite", "postgres")
+DESCRIPTION = "Durable macrosteps per second: the incarnate engine vs plain eventsourcing."
+"""What ``--help`` says the bench does."""
+
 SECTIONS = ("macrostep", "processing", "birth")
 
 BIRTH_BATCH = 20
@@ -79,26 +76,14 @@ SIZE_TOLERANCE = 8
 # ---------------------------------------------------------------- charts
 
 
-@attrs.frozen
-class Tally:
-    """The counter chart's context: a count and a short string."""
-
-    count: int = 0
-    note: str = "tick"
-
-
-def _count(tally: Tally, event: Event) -> Tally:
-    return attrs.evolve(tally, count=tally.count + 1)
-
-
 COUNTER = Chart(
     "bench.counter",
     state(
         "running",
-        on=[transition("tick", "running", actions=[assign(_count)]), transition("pause", "paused")],
+        on=[transition("tick", "running", actions=[assign(common.count)]), transition("pause", "paused")],
     ),
     state("paused", on=[transition("resume", "running")]),
-    context=Tally,
+    context=common.Tally,
     description="Counts ticks with a self-transition; pause and resume move between two states.",
 )
 
@@ -292,61 +277,18 @@ def sqlite_store(directory: str) -> Store:
     )
 
 
-def postgres_available() -> bool:
-    """Whether the PostgreSQL driver is installed."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def postgres_store() -> Iterator[Store | None]:
     """A fresh schema in the test database, dropped afterwards; None when unreachable."""
-    import psycopg
-    from psycopg import sql
-
-    connection = None
-    problems = []
-    for user in POSTGRES_USERS:
-        try:
-            connection = psycopg.connect(
-                host=POSTGRES_HOST,
-                port=POSTGRES_PORT,
-                dbname=POSTGRES_DBNAME,
-                user=user,
-                connect_timeout=3,
-                autocommit=True,
-            )
-            break
-        except psycopg.OperationalError as error:
-            problems.append(f"{user}: {str(error).strip().splitlines()[0]}")
-    if connection is None:
-        print(
-            f"note: PostgreSQL at {POSTGRES_HOST}:{POSTGRES_PORT}/{POSTGRES_DBNAME} is unreachable "
-            f"({'; '.join(problems)}); its rows are skipped\n"
+    with common.open_postgres() as postgres:
+        if postgres is None:
+            yield None
+            return
+        schema = f"bench_durable_{uuid.uuid4().hex[:12]}"
+        storage = postgres.fresh(schema)
+        yield Store(
+            "postgres", storage, storage, f"{postgres.describe()}, schema {schema} (dropped afterwards)"
         )
-        yield None
-        return
-    schema = f"bench_durable_{uuid.uuid4().hex[:12]}"
-    user = connection.info.user
-    with connection:
-        connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        try:
-            storage = Storage.postgres(
-                POSTGRES_DBNAME, host=POSTGRES_HOST, port=POSTGRES_PORT, user=user, schema=schema
-            )
-            server = connection.info.server_version
-            yield Store(
-                "postgres",
-                storage,
-                storage,
-                f"PostgreSQL {server // 10000}.{server % 10000}, {user}@{POSTGRES_HOST}:"
-                f"{POSTGRES_PORT}/{POSTGRES_DBNAME}, schema {schema} (dropped afterwards)",
-            )
-        finally:
-            connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 # ------------------------------------------------------------- variants
@@ -429,13 +371,15 @@ class Bench:
 
     def work(self, variant: Variant) -> Callable[[int], Timing]:
         """The function that runs ``count`` operations of ``variant`` and times them."""
+        macrostep = (self.payloads.accepted, self.payloads.stepped)
+        processed = (self.payloads.stepped,)
         table: dict[str, Callable[[int], Timing]] = {
             "macro.incarnate": self.framework_macrosteps,
-            "macro.raw-get": lambda count: self.raw_macrosteps(count, get=True),
-            "macro.raw": lambda count: self.raw_macrosteps(count, get=False),
+            "macro.raw-get": lambda count: self.raw_saves(count, macrostep, ahead=0, get=True),
+            "macro.raw": lambda count: self.raw_saves(count, macrostep, ahead=0, get=False),
             "process.incarnate": self.framework_processing,
-            "process.raw-get": lambda count: self.raw_processing(count, get=True),
-            "process.raw": lambda count: self.raw_processing(count, get=False),
+            "process.raw-get": lambda count: self.raw_saves(count, processed, ahead=count, get=True),
+            "process.raw": lambda count: self.raw_saves(count, processed, ahead=count, get=False),
             "birth.one": lambda count: self.raw_births(count, one_save=True),
             "birth.two": lambda count: self.raw_births(count, one_save=False),
             "birth.raw-start": self.raw_starts,
@@ -479,40 +423,27 @@ class Bench:
 
     # ---------------------------------------------------------------- raw
 
-    def raw_macrosteps(self, count: int, *, get: bool) -> Timing:
-        """A fresh record, then ``count`` times an Accepted-sized and a Stepped-sized save."""
-        app, payloads = self.raw, self.payloads
-        record = Record(payloads.started)
-        record.note(payloads.first_step)
-        app.save(record)
-        record_id = record.id
-        begin = time.perf_counter()
-        for _ in range(count):
-            if get:
-                record = app.repository.get(record_id)
-            record.note(payloads.accepted)
-            app.save(record)
-            if get:
-                record = app.repository.get(record_id)
-            record.note(payloads.stepped)
-            app.save(record)
-        return count, time.perf_counter() - begin
+    def raw_saves(self, count: int, notes: Sequence[str], *, ahead: int, get: bool) -> Timing:
+        """A fresh record holding ``ahead`` Accepted-sized events, then ``count`` timed operations.
 
-    def raw_processing(self, count: int, *, get: bool) -> Timing:
-        """A record holding ``count`` Accepted-sized events, then ``count`` timed Stepped-sized saves."""
+        One operation saves one event per payload of ``notes``: two (Accepted
+        and Stepped) for a macrostep, one (Stepped) for a processed event.
+        With ``get``, the record is read back from the store before each save.
+        """
         app, payloads = self.raw, self.payloads
         record = Record(payloads.started)
         record.note(payloads.first_step)
-        for _ in range(count):
+        for _ in range(ahead):
             record.note(payloads.accepted)
         app.save(record)
         record_id = record.id
         begin = time.perf_counter()
         for _ in range(count):
-            if get:
-                record = app.repository.get(record_id)
-            record.note(payloads.stepped)
-            app.save(record)
+            for payload in notes:
+                if get:
+                    record = app.repository.get(record_id)
+                record.note(payload)
+                app.save(record)
         return count, time.perf_counter() - begin
 
     def raw_births(self, count: int, *, one_save: bool) -> Timing:
@@ -554,7 +485,7 @@ class Bench:
             self.engine.run_until_idle()
         context = self.engine.snapshot(instance_id).context
         events = len(self.engine.recorder.select_events(instance_id))
-        if context != Tally(ticks) or events != 2 + 2 * ticks:
+        if context != common.Tally(ticks) or events != 2 + 2 * ticks:
             print(f"check {name}: FAILED, {ticks} ticks gave {context} and {events} stored events")
             return False
         ours, theirs = self.sizes.pairs(), raw_sizes(self.raw, self.payloads).pairs()
@@ -615,9 +546,7 @@ def run_rounds(bench: Bench, rounds: int, seconds: float) -> dict[str, list[floa
     rates: dict[str, list[float]] = {variant.key: [] for variant in VARIANTS}
     for n in range(rounds):
         for section in SECTIONS:
-            group = [variant for variant in VARIANTS if variant.section == section]
-            shift = n % len(group)
-            order = group[shift:] + group[:shift]
+            order = common.rotated([variant for variant in VARIANTS if variant.section == section], n)
             accounts = {variant.key: Account() for variant in order}
             for turn in range(1, SLICES + 1):
                 for variant in order:
@@ -633,54 +562,46 @@ def run_rounds(bench: Bench, rounds: int, seconds: float) -> dict[str, list[floa
 # ---------------------------------------------------------------- report
 
 
-def version(distribution: str) -> str:
-    """The installed version of a distribution, or ``?``."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
+# Each table has a row per variant or ratio, after the store it belongs to.
+
+RATES_HEADER = (
+    f"{'section':<11} {'variant':<32} {'unit':<10} {'median/s':>9} {'ms/op':>7} "
+    f"{'min/s':>8} {'max/s':>8} {'spread':>7}"
+)
+"""The table of rates: median, time per operation and the spread over rounds."""
+
+RATIOS_HEADER = f"{'section':<11} {'ratio':<34} {'measured':>9} {'rounds':>13} {'target':>8}  verdict"
+"""Median rate over median rate, with the range of the per-round ratios and the targets."""
 
 
-def print_rates(results: dict[str, dict[str, list[float]]]) -> None:
-    """The table of rates: median, time per operation and the spread over rounds."""
-    print(
-        f"{'store':<9} {'section':<11} {'variant':<32} {'unit':<10} {'median/s':>9} {'ms/op':>7} "
-        f"{'min/s':>8} {'max/s':>8} {'spread':>7}"
-    )
-    for store, rates in results.items():
-        for variant in VARIANTS:
-            values = rates[variant.key]
-            median = statistics.median(values)
-            spread = (max(values) - min(values)) / median
-            print(
-                f"{store:<9} {variant.section:<11} {variant.label:<32} {variant.unit:<10} "
-                f"{median:>9,.0f} {1e3 / median:>7.2f} {min(values):>8,.0f} {max(values):>8,.0f} "
-                f"{spread:>6.0%}"
-            )
+def rate_rows(rates: dict[str, list[float]]) -> Iterator[str]:
+    """The rates of one store, a row per variant."""
+    for variant in VARIANTS:
+        values = rates[variant.key]
+        median = statistics.median(values)
+        yield (
+            f"{variant.section:<11} {variant.label:<32} {variant.unit:<10} "
+            f"{median:>9,.0f} {1e3 / median:>7.2f} {min(values):>8,.0f} {max(values):>8,.0f} "
+            f"{common.spread(values):>6.0%}"
+        )
 
 
-def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
-    """Median rate over median rate, with the range of the per-round ratios and the targets.
+def ratio_rows(rates: dict[str, list[float]]) -> Iterator[str]:
+    """The ratios of one store.
 
     The two variants of a ratio run back to back in each round, so the
     per-round ratios show how much of the difference the noise could explain.
     """
-    print(f"{'store':<9} {'section':<11} {'ratio':<34} {'measured':>9} {'rounds':>13} {'target':>8}  verdict")
-    for store, rates in results.items():
-        for ratio in RATIOS:
-            top, bottom = rates[ratio.numerator], rates[ratio.denominator]
-            measured = statistics.median(top) / statistics.median(bottom)
-            per_round = [a / b for a, b in zip(top, bottom, strict=True)]
-            spread = f"{min(per_round):.2f}-{max(per_round):.2f}x"
-            if ratio.target is None:
-                wanted, verdict = "-", "-"
-            else:
-                wanted = f">= {ratio.target:g}x"
-                verdict = "met" if measured >= ratio.target else "not met"
-            print(
-                f"{store:<9} {ratio.section:<11} {ratio.label:<34} {measured:>8.2f}x {spread:>13} "
-                f"{wanted:>8}  {verdict}"
-            )
+    for ratio in RATIOS:
+        shown = common.compare(rates[ratio.numerator], rates[ratio.denominator], ratio.target)
+        yield (
+            f"{ratio.section:<11} {ratio.label:<34} {shown.measured:>8.2f}x "
+            f"{shown.rounds:>13} {shown.wanted:>8}  {shown.verdict}"
+        )
+
+
+TABLES = ((RATES_HEADER, rate_rows), (RATIOS_HEADER, ratio_rows))
+"""The report: the rates, then the ratios."""
 
 
 # ------------------------------------------------------------------- CLI
@@ -688,15 +609,9 @@ def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line options."""
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.durable",
-        description="Durable macrosteps per second: the incarnate engine vs plain eventsourcing.",
-    )
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument(
-        "--seconds", type=float, default=1.0, help="seconds per variant per round (default 1)"
-    )
-    parser.add_argument("--store", choices=[*STORES, "all"], default="all", help="which store (default all)")
+    parser = argparse.ArgumentParser(prog="python -m bench.durable", description=DESCRIPTION)
+    common.add_timing(parser, rounds=3, seconds=1.0, per="variant")
+    common.add_choice(parser, "store", common.STORES)
     parser.add_argument(
         "--history",
         type=int,
@@ -724,21 +639,17 @@ def bench_store(store: Store, options: argparse.Namespace) -> dict[str, list[flo
 def main(argv: Sequence[str] | None = None) -> int:
     """Check, measure and report; 1 when a check fails, 2 when the PostgreSQL driver is missing."""
     options = parse(argv)
-    stores = list(STORES) if options.store == "all" else [options.store]
-    if "postgres" in stores and not postgres_available():
-        print(f"missing: psycopg; {INSTALL_HINT} (or run with --store sqlite)", file=sys.stderr)
+    stores = common.selected(options.store, common.STORES)
+    if common.missing_driver(stores):
         return 2
-    print(
-        f"Python {platform.python_version()} on {platform.machine()}; eventsourcing "
-        f"{version('eventsourcing')}, psycopg {version('psycopg')}, incarnate {version('incarnate')}"
-    )
+    common.print_environment(("eventsourcing", "psycopg", "incarnate"))
     print(
         f"{options.rounds} rounds x {options.seconds:g} s per variant, variants of a section "
         f"interleaved in {SLICES} turns; {options.history} macrosteps per instance; "
         "median of the rounds reported\n"
     )
     results: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="incarnate-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory:
         for name in stores:
             opened = (
                 postgres_store() if name == "postgres" else contextlib.nullcontext(sqlite_store(directory))
@@ -754,9 +665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no store could be measured")
         return 0
     print()
-    print_rates(results)
-    print()
-    print_ratios(results)
+    common.print_tables(results, TABLES)
     return 0
 
 

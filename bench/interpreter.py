@@ -23,17 +23,21 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import importlib.metadata
-import platform
+import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import attrs
 
 from statechart import Chart, Event, NoContext, Snapshot, history, parallel, start, state, step, transition
+
+if not __package__:  # run as a file, ``python bench/interpreter.py``: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import _common as common
 
 INCARNATE = "incarnate"
 STATEMACHINE = "python-statemachine"
@@ -44,6 +48,9 @@ TARGETS = {STATEMACHINE: 3.0, SISMIC: 10.0}
 """The speed-ups incarnate aims for, per competing library."""
 
 INSTALL_HINT = "install the bench extra: pip install -e '.[bench]'"
+
+DESCRIPTION = "Macrostep events per second: incarnate vs python-statemachine vs Sismic."
+"""What ``--help`` says the bench does."""
 
 FLAT_STATES = tuple(f"s{n}" for n in range(10))
 FLAT_RING = tuple(zip(FLAT_STATES, FLAT_STATES[1:] + FLAT_STATES[:1], strict=True))
@@ -430,8 +437,7 @@ def bench(case: Case, rounds: int, seconds: float) -> dict[str, list[float]]:
         measure(runner, cycles, events_per_batch, min(0.2, seconds))
     rates: dict[str, list[float]] = {library: [] for library in LIBRARIES}
     for n in range(rounds):
-        shift = n % len(LIBRARIES)
-        for library in LIBRARIES[shift:] + LIBRARIES[:shift]:
+        for library in common.rotated(LIBRARIES, n):
             rates[library].append(measure(runners[library], cycles, events_per_batch, seconds))
     return rates
 
@@ -439,49 +445,43 @@ def bench(case: Case, rounds: int, seconds: float) -> dict[str, list[float]]:
 # ---------------------------------------------------------------- report
 
 
-def version(distribution: str) -> str:
-    """The installed version of a distribution, or ``?``."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
+# Each table has a row per library or ratio, after the chart it belongs to.
+
+RATES_HEADER = (
+    f"{'library':<21} {'median ev/s':>12} {'us/event':>9} {'min ev/s':>10} {'max ev/s':>10} {'spread':>7}"
+)
+"""The table of rates: median, time per event and the spread over rounds."""
+
+RATIOS_HEADER = f"{'ratio':<34} {'measured':>9} {'rounds':>15} {'target':>8}  verdict"
+"""Median incarnate rate over each competitor's median rate, against the targets."""
 
 
-def print_rates(results: dict[str, dict[str, list[float]]]) -> None:
-    """The table of rates: median, time per event and the spread over rounds."""
-    print(
-        f"{'chart':<8} {'library':<21} {'median ev/s':>12} {'us/event':>9} "
-        f"{'min ev/s':>10} {'max ev/s':>10} {'spread':>7}"
-    )
-    for chart, rates in results.items():
-        for library in LIBRARIES:
-            values = rates[library]
-            median = statistics.median(values)
-            spread = (max(values) - min(values)) / median
-            print(
-                f"{chart:<8} {library:<21} {median:>12,.0f} {1e6 / median:>9.2f} "
-                f"{min(values):>10,.0f} {max(values):>10,.0f} {spread:>6.0%}"
-            )
+def rate_rows(rates: dict[str, list[float]]) -> Iterator[str]:
+    """The rates of one chart, a row per library."""
+    for library in LIBRARIES:
+        values = rates[library]
+        median = statistics.median(values)
+        yield (
+            f"{library:<21} {median:>12,.0f} {1e6 / median:>9.2f} "
+            f"{min(values):>10,.0f} {max(values):>10,.0f} {common.spread(values):>6.0%}"
+        )
 
 
-def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
-    """Median incarnate rate over each competitor's median rate, against the targets.
+def ratio_rows(rates: dict[str, list[float]]) -> Iterator[str]:
+    """The ratios of one chart, a row per competitor.
 
     The spread of the per-round ratios is shown too: the libraries of one round
     run back to back, so a round's ratio is less exposed to slow drifts in
     machine load than the rates themselves.
     """
-    print(f"{'chart':<8} {'ratio':<34} {'measured':>9} {'rounds':>15} {'target':>8}  verdict")
-    for chart, rates in results.items():
-        ours = statistics.median(rates[INCARNATE])
-        for library, target in TARGETS.items():
-            ratio = ours / statistics.median(rates[library])
-            per_round = [a / b for a, b in zip(rates[INCARNATE], rates[library], strict=True)]
-            spread = f"{min(per_round):.2f}-{max(per_round):.2f}x"
-            verdict = "met" if ratio >= target else "not met"
-            label = f"{INCARNATE} / {library}"
-            wanted = f">= {target:g}x"
-            print(f"{chart:<8} {label:<34} {ratio:>8.2f}x {spread:>15} {wanted:>8}  {verdict}")
+    for library, target in TARGETS.items():
+        ratio = common.compare(rates[INCARNATE], rates[library], target)
+        label = f"{INCARNATE} / {library}"
+        yield f"{label:<34} {ratio.measured:>8.2f}x {ratio.rounds:>15} {ratio.wanted:>8}  {ratio.verdict}"
+
+
+TABLES = ((RATES_HEADER, rate_rows), (RATIOS_HEADER, ratio_rows))
+"""The report: the rates, then the ratios."""
 
 
 # ------------------------------------------------------------------- CLI
@@ -489,15 +489,9 @@ def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line options."""
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.interpreter",
-        description="Macrostep events per second: incarnate vs python-statemachine vs Sismic.",
-    )
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
-    parser.add_argument(
-        "--seconds", type=float, default=0.5, help="seconds per library per round (default 0.5)"
-    )
-    parser.add_argument("--chart", choices=[*CASES, "all"], default="all", help="which chart (default all)")
+    parser = argparse.ArgumentParser(prog="python -m bench.interpreter", description=DESCRIPTION)
+    common.add_timing(parser, rounds=5, seconds=0.5, per="library")
+    common.add_choice(parser, "chart", CASES)
     options = parser.parse_args(argv)
     if options.rounds < 1 or not options.seconds > 0:
         parser.error("--rounds must be at least 1 and --seconds above 0")
@@ -522,11 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"missing: {', '.join(missing)}; {INSTALL_HINT}", file=sys.stderr)
         return 2
-    cases = list(CASES.values()) if options.chart == "all" else [CASES[options.chart]]
-    print(
-        f"Python {platform.python_version()} on {platform.machine()}; "
-        + ", ".join(f"{library} {version(library)}" for library in LIBRARIES)
-    )
+    cases = [CASES[name] for name in common.selected(options.chart, CASES)]
+    common.print_environment(LIBRARIES)
     print(
         f"{options.rounds} rounds x {options.seconds:g} s per library and chart, libraries "
         "interleaved; median of the rounds reported\n"
@@ -535,9 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     results = {case.name: bench(case, options.rounds, options.seconds) for case in cases}
     print()
-    print_rates(results)
-    print()
-    print_ratios(results)
+    common.print_tables(results, TABLES, key="chart", width=8)
     return 0
 
 

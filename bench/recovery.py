@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib.metadata
 import os
-import platform
 import sqlite3
 import statistics
 import sys
@@ -53,15 +51,14 @@ from engine._listing import ROWS_TABLE, TRACKING_TABLE
 from projections import Checkpoint, resume_plan
 from statechart import Chart, Event, JsonValue, RetryPolicy, assign, final, invoke, state, transition
 
-INSTALL_HINT = "install the postgres extra: pip install -e '.[postgres]'"
+if not __package__:  # run as a file, ``python bench/recovery.py``: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-POSTGRES_HOST = "127.0.0.1"
-POSTGRES_PORT = 5432
-POSTGRES_DBNAME = "test"
-POSTGRES_USERS = ("postgres", "root")
-"""Tried in this order; the server is expected to trust local connections."""
+from bench import _common as common
 
-STORES = ("sqlite", "postgres")
+DESCRIPTION = "Cold recovery of parked call trees, and ResumePlan rebuild time, with and without snapshots."
+"""What ``--help`` says the bench does."""
+
 SECTIONS = ("trees", "plan")
 
 MEMBERS = ("a", "b", "c")
@@ -148,23 +145,10 @@ FAMILY = Chart(
 )
 
 
-@attrs.frozen
-class Tally:
-    """The counter's context: a count and a short string."""
-
-    count: int = 0
-    note: str = "tick"
-
-
-def count(tally: Tally, event: Event) -> Tally:
-    """One more tick."""
-    return attrs.evolve(tally, count=tally.count + 1)
-
-
 COUNTER = Chart(
     "bench.counter",
-    state("running", on=[transition("tick", "running", actions=[assign(count)])]),
-    context=Tally,
+    state("running", on=[transition("tick", "running", actions=[assign(common.count)])]),
+    context=common.Tally,
     description="Counts ticks with a self-transition.",
 )
 
@@ -216,73 +200,27 @@ def drop_sqlite_listing(storage: Storage) -> None:
         connection.close()
 
 
-def postgres_available() -> bool:
-    """Whether the PostgreSQL driver is installed."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def postgres_backend() -> Iterator[Backend | None]:
     """Fresh schemas in the test database, one per store, all dropped afterwards; None when unreachable."""
-    import psycopg
-    from psycopg import sql
+    with common.open_postgres() as postgres:
+        if postgres is None:
+            yield None
+            return
+        prefix = f"bench_recovery_{uuid.uuid4().hex[:8]}"
 
-    connection = None
-    problems = []
-    for user in POSTGRES_USERS:
-        try:
-            connection = psycopg.connect(
-                host=POSTGRES_HOST,
-                port=POSTGRES_PORT,
-                dbname=POSTGRES_DBNAME,
-                user=user,
-                connect_timeout=3,
-                autocommit=True,
-            )
-            break
-        except psycopg.OperationalError as error:
-            problems.append(f"{user}: {str(error).strip().splitlines()[0]}")
-    if connection is None:
-        print(
-            f"note: PostgreSQL at {POSTGRES_HOST}:{POSTGRES_PORT}/{POSTGRES_DBNAME} is unreachable "
-            f"({'; '.join(problems)}); its rows are skipped\n"
+        def fresh(label: str) -> Storage:
+            return postgres.fresh(f"{prefix}_{label}")
+
+        def drop_listing(storage: Storage) -> None:
+            postgres.drop_tables(storage.postgres_schema, (ROWS_TABLE, TRACKING_TABLE))
+
+        yield Backend(
+            "postgres",
+            f"{postgres.describe()}, one schema {prefix}_* per store (dropped afterwards)",
+            fresh,
+            drop_listing,
         )
-        yield None
-        return
-    prefix = f"bench_recovery_{uuid.uuid4().hex[:8]}"
-    user = connection.info.user
-    schemas: list[str] = []
-
-    def fresh(label: str) -> Storage:
-        schema = f"{prefix}_{label}"
-        connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-        schemas.append(schema)
-        return Storage.postgres(
-            POSTGRES_DBNAME, host=POSTGRES_HOST, port=POSTGRES_PORT, user=user, schema=schema
-        )
-
-    def drop_listing(storage: Storage) -> None:
-        for table in (ROWS_TABLE, TRACKING_TABLE):
-            name = sql.Identifier(storage.postgres_schema, table)
-            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
-
-    server = connection.info.server_version
-    with connection:
-        try:
-            yield Backend(
-                "postgres",
-                f"PostgreSQL {server // 10000}.{server % 10000}, {user}@{POSTGRES_HOST}:{POSTGRES_PORT}/"
-                f"{POSTGRES_DBNAME}, one schema {prefix}_* per store (dropped afterwards)",
-                fresh,
-                drop_listing,
-            )
-        finally:
-            for schema in schemas:
-                connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 def stored_events(engine: Engine) -> int:
@@ -363,8 +301,7 @@ class TreeResult:
 
     def spread(self, phase: str) -> float:
         """``(max - min) / median`` of one phase over the rounds."""
-        values = self.seconds(phase)
-        return (max(values) - min(values)) / statistics.median(values)
+        return common.spread(self.seconds(phase))
 
 
 def tree_engine(storage: Storage) -> Engine:
@@ -466,8 +403,7 @@ def measure_trees(backend: Backend, counts: Sequence[int], rounds: int) -> dict[
         )
     recoveries: dict[int, list[Recovery]] = {trees: [] for trees in counts}
     for n in range(rounds):
-        shift = n % len(counts)
-        for trees in [*counts[shift:], *counts[:shift]]:
+        for trees in common.rotated(counts, n):
             storage, built = stores[trees], builds[trees]
             try:
                 catch_up, caught = time_catch_up(backend, storage, built)
@@ -550,8 +486,7 @@ class PlanResult:
 
     def spread(self, phase: str) -> float:
         """``(max - min) / median`` of one phase over the repeats."""
-        values = self.seconds[phase]
-        return (max(values) - min(values)) / statistics.median(values)
+        return common.spread(self.seconds[phase])
 
 
 def history_sizes(events: int) -> list[int]:
@@ -565,10 +500,10 @@ def check_plans(histories: Sequence[History]) -> str:
     for history in histories:
         plan = history.plan()
         context = plan.snapshot.context if plan.snapshot is not None else None
-        if context != Tally(history.ticks) or plan.version != history.events:
+        if context != common.Tally(history.ticks) or plan.version != history.events:
             problems.append(
                 f"{history.variant}: planned {context} at version {plan.version}, expected "
-                f"{Tally(history.ticks)} at version {history.events}"
+                f"{common.Tally(history.ticks)} at version {history.events}"
             )
         start, tail = history.read()
         interval = history.snapshot_interval
@@ -622,8 +557,7 @@ def take_turns(histories: Sequence[History], repeats: int) -> dict[str, dict[str
         history.variant: {phase: [] for phase in PLAN_PHASES} for history in histories
     }
     for n in range(repeats):
-        shift = n % len(histories)
-        for history in [*histories[shift:], *histories[:shift]]:
+        for history in common.rotated(histories, n):
             for phase, seconds in time_phases(history).items():
                 samples[history.variant][phase].append(seconds)
     return samples
@@ -690,14 +624,6 @@ def measure_plans(backend: Backend, events: int, repeats: int, interval: int) ->
 # ---------------------------------------------------------------- report
 
 
-def version(distribution: str) -> str:
-    """The installed version of a distribution, or ``?``."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "?"
-
-
 def verdict(small: float, large: float) -> str:
     """``linear`` when the time per unit at the larger size is within the tolerance of the smaller's."""
     growth = large / small
@@ -710,109 +636,124 @@ def flatness(small: float, large: float) -> str:
     return "flat" if growth <= LINEAR_TOLERANCE else f"grows ({growth:.2f}x)"
 
 
-def print_trees(results: dict[str, dict[int, TreeResult]]) -> None:
-    """The recovery table: median seconds of each phase and the rates of ``resume_all``."""
-    print(
-        f"{'store':<9} {'trees':>7} {'instances':>9} {'events':>8} {'build s':>8} {'catch-up s':>10} "
-        f"{'resume_all s':>12} {'spread':>6} {'first run s':>11} {'trees/s':>8} {'instances/s':>11} "
-        f"{'ms/instance':>11}"
-    )
-    for store, by_count in results.items():
-        for trees, result in by_count.items():
-            built = result.built
-            resume_all = result.median("resume_all")
-            print(
-                f"{store:<9} {trees:>7,} {built.instances:>9,} {built.events:>8,} {built.seconds:>8.1f} "
-                f"{result.median('catch_up'):>10.2f} {resume_all:>12.2f} {result.spread('resume_all'):>6.0%} "
-                f"{result.median('first_run'):>11.2f} {trees / resume_all:>8,.0f} "
-                f"{built.instances / resume_all:>11,.0f} {1e3 * resume_all / built.instances:>11.3f}"
-            )
+# Each table has its rows per store, each row after the store it belongs to.
+
+TREES_HEADER = (
+    f"{'trees':>7} {'instances':>9} {'events':>8} {'build s':>8} {'catch-up s':>10} {'resume_all s':>12} "
+    f"{'spread':>6} {'first run s':>11} {'trees/s':>8} {'instances/s':>11} {'ms/instance':>11}"
+)
+"""The recovery table: median seconds of each phase and the rates of ``resume_all``."""
+
+TREE_GROWTH_HEADER = (
+    f"{'phase':<11} {'trees':>15} {'seconds':>15} {'ratio':>7} {'trees x':>7} {'us/instance':>19}  verdict"
+)
+"""How each phase grows from the smallest count of trees to the largest."""
+
+PLANS_HEADER = (
+    f"{'variant':<21} {'events':>7} {'tail':>5} {'plan ms':>9} {'spread':>6} {'read ms':>9} "
+    f"{'fold ms':>9} {'plan ev/s':>10} {'fold ev/s':>10}"
+)
+"""The plan table: median milliseconds of each phase, and events per second."""
+
+SPEED_UPS_HEADER = (
+    f"{'events':>7} {'no snapshots ms':>15} {'events':>7} {'tail':>5} {'snapshots ms':>12} {'speed-up':>8}"
+)
+"""Each snapshot plan against the plan without snapshots of the same (or the nearest shorter) history."""
+
+PLAN_GROWTH_HEADER = (
+    f"{'variant':<21} {'events':>15} {'plan ms':>15} {'ratio':>7} {'events x':>8} {'us/event':>16}  verdict"
+)
+"""How plan time grows from the shortest history to the longest."""
+
+
+def tree_rows(by_count: dict[int, TreeResult]) -> Iterator[str]:
+    """One store's rows of the recovery table, one per count of trees."""
+    for trees, result in by_count.items():
+        built = result.built
+        resume_all = result.median("resume_all")
+        yield (
+            f"{trees:>7,} {built.instances:>9,} {built.events:>8,} {built.seconds:>8.1f} "
+            f"{result.median('catch_up'):>10.2f} {resume_all:>12.2f} {result.spread('resume_all'):>6.0%} "
+            f"{result.median('first_run'):>11.2f} {trees / resume_all:>8,.0f} "
+            f"{built.instances / resume_all:>11,.0f} {1e3 * resume_all / built.instances:>11.3f}"
+        )
 
 
 TREE_PHASES = {"catch_up": "catch-up", "resume_all": "resume_all", "first_run": "first run"}
 """Each timed phase of a recovery, by its label in the tables."""
 
 
-def print_tree_growth(results: dict[str, dict[int, TreeResult]]) -> None:
+def tree_growth_rows(by_count: dict[int, TreeResult]) -> Iterator[str]:
     """Time at the largest count over time at the smallest, and the time per instance at every count."""
-    print(
-        f"{'store':<9} {'phase':<11} {'trees':>15} {'seconds':>15} {'ratio':>7} {'trees x':>7} "
-        f"{'us/instance':>19}  verdict"
-    )
-    for store, by_count in results.items():
-        small, large = min(by_count), max(by_count)
-        if small == large:
-            continue
-        low, high = by_count[small], by_count[large]
-        for phase, label in TREE_PHASES.items():
-            before, after = low.median(phase), high.median(phase)
-            per = [1e6 * result.median(phase) / result.built.instances for result in by_count.values()]
-            per_instance = "->".join(f"{value:.0f}" for value in per)
-            print(
-                f"{store:<9} {label:<11} {f'{small:,}->{large:,}':>15} "
-                f"{f'{before:.2f}->{after:.2f}':>15} {after / before:>6.1f}x {large / small:>6.0f}x "
-                f"{per_instance:>19}  {verdict(per[0], per[-1])}"
-            )
+    small, large = min(by_count), max(by_count)
+    if small == large:
+        return
+    low, high = by_count[small], by_count[large]
+    for phase, label in TREE_PHASES.items():
+        before, after = low.median(phase), high.median(phase)
+        per = [1e6 * result.median(phase) / result.built.instances for result in by_count.values()]
+        per_instance = "->".join(f"{value:.0f}" for value in per)
+        yield (
+            f"{label:<11} {f'{small:,}->{large:,}':>15} "
+            f"{f'{before:.2f}->{after:.2f}':>15} {after / before:>6.1f}x {large / small:>6.0f}x "
+            f"{per_instance:>19}  {verdict(per[0], per[-1])}"
+        )
 
 
-def print_plans(results: dict[str, list[PlanResult]]) -> None:
+def plan_rows(rows: list[PlanResult]) -> Iterator[str]:
     """The plan table: median milliseconds of each phase, and events per second."""
-    print(
-        f"{'store':<9} {'variant':<21} {'events':>7} {'tail':>5} {'plan ms':>9} {'spread':>6} "
-        f"{'read ms':>9} {'fold ms':>9} {'plan ev/s':>10} {'fold ev/s':>10}"
-    )
-    for store, rows in results.items():
-        for row in rows:
-            plan, fold = row.median("plan"), row.median("fold")
-            folded = f"{row.tail / fold:,.0f}" if row.tail else "-"
-            print(
-                f"{store:<9} {row.variant:<21} {row.events:>7,} {row.tail:>5,} {1e3 * plan:>9.2f} "
-                f"{row.spread('plan'):>6.0%} {1e3 * row.median('read'):>9.2f} {1e3 * fold:>9.2f} "
-                f"{row.events / plan:>10,.0f} {folded:>10}"
-            )
+    for row in rows:
+        plan, fold = row.median("plan"), row.median("fold")
+        folded = f"{row.tail / fold:,.0f}" if row.tail else "-"
+        yield (
+            f"{row.variant:<21} {row.events:>7,} {row.tail:>5,} {1e3 * plan:>9.2f} "
+            f"{row.spread('plan'):>6.0%} {1e3 * row.median('read'):>9.2f} {1e3 * fold:>9.2f} "
+            f"{row.events / plan:>10,.0f} {folded:>10}"
+        )
 
 
-def print_speed_ups(results: dict[str, list[PlanResult]]) -> None:
+def speed_up_rows(rows: list[PlanResult]) -> Iterator[str]:
     """Each snapshot plan against the plan without snapshots of the same (or the nearest shorter) history."""
-    print(
-        f"{'store':<9} {'events':>7} {'no snapshots ms':>15} {'events':>7} {'tail':>5} {'snapshots ms':>12} "
-        f"{'speed-up':>8}"
-    )
-    for store, rows in results.items():
-        plain = [row for row in rows if row.variant == PLAIN]
-        for row in rows:
-            if row.variant == PLAIN:
-                continue
-            without = max((p for p in plain if p.events <= row.events), key=lambda p: p.events)
-            before, after = without.median("plan"), row.median("plan")
-            print(
-                f"{store:<9} {without.events:>7,} {1e3 * before:>15.2f} {row.events:>7,} {row.tail:>5,} "
-                f"{1e3 * after:>12.2f} {before / after:>7.1f}x"
-            )
+    plain = [row for row in rows if row.variant == PLAIN]
+    for row in rows:
+        if row.variant == PLAIN:
+            continue
+        without = max((p for p in plain if p.events <= row.events), key=lambda p: p.events)
+        before, after = without.median("plan"), row.median("plan")
+        yield (
+            f"{without.events:>7,} {1e3 * before:>15.2f} {row.events:>7,} {row.tail:>5,} "
+            f"{1e3 * after:>12.2f} {before / after:>7.1f}x"
+        )
 
 
-def print_plan_growth(results: dict[str, list[PlanResult]]) -> None:
+def plan_growth_rows(rows: list[PlanResult]) -> Iterator[str]:
     """How plan time grows from the shortest history to the longest.
 
     Without snapshots it should grow linearly; with them it should stay flat.
     """
-    print(
-        f"{'store':<9} {'variant':<21} {'events':>15} {'plan ms':>15} {'ratio':>7} {'events x':>8} "
-        f"{'us/event':>16}  verdict"
-    )
-    for store, rows in results.items():
-        for variant in dict.fromkeys(row.variant for row in rows):
-            mine = [row for row in rows if row.variant == variant and not row.longest_tail]
-            low, high = mine[0], mine[-1]
-            before, after = low.median("plan"), high.median("plan")
-            per = [1e6 * row.median("plan") / row.events for row in mine]
-            judged = verdict(per[0], per[-1]) if variant == PLAIN else flatness(before, after)
-            per_event = "->".join(f"{value:.1f}" for value in per)
-            print(
-                f"{store:<9} {variant:<21} {f'{low.events:,}->{high.events:,}':>15} "
-                f"{f'{1e3 * before:.1f}->{1e3 * after:.1f}':>15} {after / before:>6.1f}x "
-                f"{high.events / low.events:>7.0f}x {per_event:>16}  {judged}"
-            )
+    for variant in dict.fromkeys(row.variant for row in rows):
+        mine = [row for row in rows if row.variant == variant and not row.longest_tail]
+        low, high = mine[0], mine[-1]
+        before, after = low.median("plan"), high.median("plan")
+        per = [1e6 * row.median("plan") / row.events for row in mine]
+        judged = verdict(per[0], per[-1]) if variant == PLAIN else flatness(before, after)
+        per_event = "->".join(f"{value:.1f}" for value in per)
+        yield (
+            f"{variant:<21} {f'{low.events:,}->{high.events:,}':>15} "
+            f"{f'{1e3 * before:.1f}->{1e3 * after:.1f}':>15} {after / before:>6.1f}x "
+            f"{high.events / low.events:>7.0f}x {per_event:>16}  {judged}"
+        )
+
+
+TREE_TABLES = ((TREES_HEADER, tree_rows), (TREE_GROWTH_HEADER, tree_growth_rows))
+"""The report of the trees section: the recoveries, then how they grow with the count of trees."""
+
+PLAN_TABLES = (
+    (PLANS_HEADER, plan_rows),
+    (SPEED_UPS_HEADER, speed_up_rows),
+    (PLAN_GROWTH_HEADER, plan_growth_rows),
+)
+"""The report of the plan section: the plans, the speed-ups of snapshots, how plans grow."""
 
 
 # ------------------------------------------------------------------- CLI
@@ -831,15 +772,9 @@ def counts(text: str) -> tuple[int, ...]:
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line options."""
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.recovery",
-        description="Cold recovery of parked call trees, and ResumePlan rebuild time, with and without "
-        "snapshots.",
-    )
-    parser.add_argument("--store", choices=[*STORES, "all"], default="all", help="which store (default all)")
-    parser.add_argument(
-        "--section", choices=[*SECTIONS, "all"], default="all", help="which section (default all)"
-    )
+    parser = argparse.ArgumentParser(prog="python -m bench.recovery", description=DESCRIPTION)
+    common.add_choice(parser, "store", common.STORES)
+    common.add_choice(parser, "section", SECTIONS)
     parser.add_argument(
         "--trees",
         type=counts,
@@ -886,15 +821,11 @@ def open_backend(name: str, directory: str) -> Iterator[Backend | None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Check, measure and report; 1 when a check fails, 2 when the PostgreSQL driver is missing."""
     options = parse(argv)
-    stores = list(STORES) if options.store == "all" else [options.store]
-    sections = list(SECTIONS) if options.section == "all" else [options.section]
-    if "postgres" in stores and not postgres_available():
-        print(f"missing: psycopg; {INSTALL_HINT} (or run with --store sqlite)", file=sys.stderr)
+    stores = common.selected(options.store, common.STORES)
+    sections = common.selected(options.section, SECTIONS)
+    if common.missing_driver(stores):
         return 2
-    print(
-        f"Python {platform.python_version()} on {platform.machine()}; eventsourcing "
-        f"{version('eventsourcing')}, psycopg {version('psycopg')}, incarnate {version('incarnate')}"
-    )
+    common.print_environment(("eventsourcing", "psycopg", "incarnate"))
     print(
         f"trees: {', '.join(f'{n:,}' for n in options.trees)} of {INSTANCES_PER_TREE} instances, "
         f"{options.rounds} rounds, counts interleaved; plan: up to {options.events:,} events, "
@@ -902,7 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     trees: dict[str, dict[int, TreeResult]] = {}
     plans: dict[str, list[PlanResult]] = {}
-    with tempfile.TemporaryDirectory(prefix="incarnate-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory:
         for name in stores:
             with open_backend(name, directory) as backend:
                 if backend is None:
@@ -923,16 +854,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no store could be measured")
         return 0
     if trees:
-        print_trees(trees)
-        print()
-        print_tree_growth(trees)
+        common.print_tables(trees, TREE_TABLES)
         print()
     if plans:
-        print_plans(plans)
-        print()
-        print_speed_ups(plans)
-        print()
-        print_plan_growth(plans)
+        common.print_tables(plans, PLAN_TABLES)
     return 0
 
 
