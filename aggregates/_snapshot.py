@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 import attrs
 from eventsourcing.domain import Snapshot
@@ -57,8 +56,3 @@ class InstanceSnapshot(Snapshot):
             record=self.state.record,
         )
         return aggregate
-
-
-def snapshot_id(snapshot: InstanceSnapshot) -> UUID:
-    """The id of the snapshotted instance."""
-    return snapshot.originator_id

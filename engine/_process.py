@@ -16,7 +16,6 @@ from aggregates import (
     Instance,
     InstanceKind,
     InstanceStatus,
-    Message,
     Provenance,
     Ref,
     Settlement,
@@ -360,9 +359,3 @@ def _settle(
             instance.record_settled(activation.ref, Settlement.DONE)
         elif slot.status is SlotStatus.FAILED:
             instance.record_settled(activation.ref, Settlement.FAILED)
-
-
-def next_message(instance: Instance) -> Message | None:
-    """The inbox head, if any."""
-    inbox = instance.record.inbox
-    return inbox[0] if inbox else None

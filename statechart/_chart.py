@@ -236,7 +236,6 @@ class Chart(Generic[C]):
                 self.site_state[site.id] = i
                 self.site_by_id[site.id] = site
         self.site_states: tuple[int, ...] = tuple(i for i in range(count) if self.sites[i])
-        self.site_order: dict[str, int] = {site_id: n for n, site_id in enumerate(self.site_by_id)}
 
         initial: list[tuple[int, ...]] = [() for _ in range(count)]
         root_initial = self.initial_ids or (self.ids[self.children[ROOT][0]],)
