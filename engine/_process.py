@@ -79,7 +79,7 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
         return None
     if record.kind is InstanceKind.TASK:
         if record.cancel is not None:
-            _cancel_unstarted(uow, instance)
+            uow.end_cancelled(instance, engine.clock.now())
             return Decision("cancelled", record.cancel.reason)
         return None  # tasks are run by the runner, see engine._tasks
     chart = engine.charts.get(record.name)
@@ -149,30 +149,7 @@ def _fail_on_error(engine: Engine, uow: UnitOfWork, instance: Instance, error: E
     instance.record_incident(kind, str(error), park=False)
     detail: dict[str, JsonValue] = {"error": type(error).__name__, "message": str(error)}
     instance.fail(detail)
-    _notify_parent(uow, instance, error_invoke_event, detail, now)
-
-
-def _notify_parent(uow: UnitOfWork, instance: Instance, build: object, data: object, now: float) -> None:
-    parent_ref = instance.record.parent
-    if parent_ref is None:
-        return
-    parent = uow.load(parent_ref.parent)
-    if parent is None or parent.record.status.finished:
-        return
-    event = build(parent_ref.invoke_id, data)  # type: ignore[operator]
-    parent.accept(event, source=instance.id, sent_at=now)
-    uow.follow(parent.id)
-
-
-def _cancel_unstarted(uow: UnitOfWork, instance: Instance) -> None:
-    request = instance.record.cancel
-    assert request is not None
-    instance.mark_cancelled(request.reason)
-    parent_ref = instance.record.parent
-    if parent_ref is not None and request.by != parent_ref.parent:
-        _notify_parent(
-            uow, instance, error_invoke_event, {"reason": "cancelled", "detail": request.reason}, 0.0
-        )
+    uow.tell_parent(instance, now, error_invoke_event, detail)
 
 
 def _cancel(
@@ -194,12 +171,7 @@ def _cancel(
                 now=now,
             )
             _apply(engine, uow, instance, chart, snapshot, effects, now, careful=False)
-    instance.mark_cancelled(request.reason)
-    parent_ref = record.parent
-    if parent_ref is not None and request.by != parent_ref.parent:
-        _notify_parent(
-            uow, instance, error_invoke_event, {"reason": "cancelled", "detail": request.reason}, now
-        )
+    uow.end_cancelled(instance, now)
     return Decision("cancelled", request.reason)
 
 
@@ -308,19 +280,13 @@ def _apply(
                 child.accept(effect.event, source=instance.id, sent_at=now)
                 uow.follow(child.id)
         elif isinstance(effect, SendToParent):
-            parent_ref = instance.record.parent
-            if parent_ref is not None:
-                parent = uow.load(parent_ref.parent)
-                if parent is not None and not parent.record.status.finished:
-                    event = child_message_event(parent_ref.invoke_id, effect.event.name, effect.event.data)
-                    parent.accept(event, source=instance.id, sent_at=now)
-                    uow.follow(parent.id)
+            uow.tell_parent(instance, now, child_message_event, effect.event.name, effect.event.data)
         elif isinstance(effect, ArmTimer):
             uow.watch(effect.timer.deadline, instance.id)
     for effect in effects:
         if isinstance(effect, Completed):
             instance.complete(effect.output)
-            _notify_parent(uow, instance, done_invoke_event, effect.output, now)
+            uow.tell_parent(instance, now, done_invoke_event, effect.output)
     uow.decoded[instance.id] = snapshot
 
 

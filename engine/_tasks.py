@@ -18,7 +18,7 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import IntegrityError
 
-from aggregates import Instance, InstanceStatus, Ref
+from aggregates import InstanceStatus, Ref
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
@@ -93,15 +93,15 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
             return None
         now = engine.clock.now()
         if task.record.cancel is not None:
-            task.mark_cancelled(task.record.cancel.reason)
+            uow.end_cancelled(task, now)
             kind = "cancelled"
         elif failure is not None:
             task.fail(failure)
-            _notify(uow, task, error_invoke_event(facts.ref.invoke_id, failure), now)
+            uow.tell_parent(task, now, error_invoke_event, failure)
             kind = "failed"
         else:
             task.complete(output)
-            _notify(uow, task, done_invoke_event(facts.ref.invoke_id, output), now)
+            uow.tell_parent(task, now, done_invoke_event, output)
             kind = "completed"
         try:
             engine._commit(uow)
@@ -110,17 +110,3 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         engine._enact(uow)
         return Decision(f"task-{kind}", record.name)
     return None
-
-
-def _notify(uow: object, task: Instance, event: object, now: float) -> None:
-    from engine._work import UnitOfWork
-
-    assert isinstance(uow, UnitOfWork)
-    parent_ref = task.record.parent
-    if parent_ref is None:
-        return
-    parent = uow.load(parent_ref.parent)
-    if parent is None or parent.record.status.finished:
-        return
-    parent.accept(event, source=task.id, sent_at=now)  # type: ignore[arg-type]
-    uow.follow(parent.id)

@@ -9,13 +9,14 @@ deadlines to watch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
 from aggregates import Instance
-from statechart import Snapshot
+from statechart import Event, JsonValue, Snapshot, error_invoke_event
 
 if TYPE_CHECKING:
     from engine._engine import Engine
@@ -58,6 +59,30 @@ class UnitOfWork:
     def watch(self, deadline: float, instance_id: UUID) -> None:
         """Wake ``instance_id`` at ``deadline`` once the commit has landed."""
         self.deadlines.append((deadline, instance_id))
+
+    def tell_parent(self, child: Instance, now: float, build: Callable[..., Event], *args: JsonValue) -> None:
+        """Put ``build(child's invoke id, *args)`` in the parent's inbox, in this commit.
+
+        Nothing happens for a root or a finished parent.
+        """
+        ref = child.record.parent
+        if ref is None:
+            return
+        parent = self.load(ref.parent)
+        if parent is None or parent.record.status.finished:
+            return
+        parent.accept(build(ref.invoke_id, *args), source=child.id, sent_at=now)
+        self.follow(parent.id)
+
+    def end_cancelled(self, instance: Instance, now: float) -> None:
+        """Finish a requested cancellation; a parent that did not ask for it hears of it as a failure."""
+        request = instance.record.cancel
+        assert request is not None
+        instance.mark_cancelled(request.reason)
+        ref = instance.record.parent
+        if ref is not None and request.by != ref.parent:
+            error: JsonValue = {"reason": "cancelled", "detail": request.reason}
+            self.tell_parent(instance, now, error_invoke_event, error)
 
     def pending(self) -> list[Instance]:
         """Every aggregate with events to save."""

@@ -308,6 +308,19 @@ def test_task_child_receives_an_idempotency_key_and_is_retried(
     assert engine.instance(root).record.output == "receipt-10"
 
 
+def test_task_cancelled_by_an_operator_is_reported_to_its_parent(make_engine: EngineFactory) -> None:
+    """Cancelling a task child from outside reaches its parent as a failure, which the site retries."""
+    engine = make_engine(charts.ALL, {"charge": lambda call: "ok"})
+    root = engine.start("charging")
+    task = engine.instance(root).record.activations[0]
+    assert engine.cancel(task.child_id, "the card was reported stolen")
+    engine.run_until_idle()
+    assert engine.instance(task.child_id).record.status is InstanceStatus.CANCELLED
+    activation = engine.instance(root).record.activations[0]
+    assert activation.state is ActivationState.RETRYING
+    assert activation.journal[-1].error == {"reason": "cancelled", "detail": "the card was reported stolen"}
+
+
 def test_async_task_runs(make_engine: EngineFactory) -> None:
     """An async task callable is awaited and its result is the child's output."""
 
