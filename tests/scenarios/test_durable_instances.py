@@ -309,11 +309,17 @@ def test_task_child_receives_an_idempotency_key_and_is_retried(
 
 
 def test_task_cancelled_by_an_operator_is_reported_to_its_parent(make_engine: EngineFactory) -> None:
-    """Cancelling a task child from outside reaches its parent as a failure, which the site retries."""
-    engine = make_engine(charts.ALL, {"charge": lambda call: "ok"})
+    """A task cancelled from outside while it runs reaches its parent as a failure, which the site retries."""
+    engines: list[Engine] = []
+
+    def charge(call: TaskCall) -> str:
+        engines[0].cancel(call.instance_id, "the card was reported stolen")  # an operator, mid-run
+        return "too late"
+
+    engine = make_engine(charts.ALL, {"charge": charge})
+    engines.append(engine)
     root = engine.start("charging")
     task = engine.instance(root).record.activations[0]
-    assert engine.cancel(task.child_id, "the card was reported stolen")
     engine.run_until_idle()
     assert engine.instance(task.child_id).record.status is InstanceStatus.CANCELLED
     activation = engine.instance(root).record.activations[0]
