@@ -37,7 +37,8 @@ class NoContext:
 
 
 def _normalise_descriptor(descriptor: str) -> str:
-    if descriptor == "*":
+    """SCXML 3.12.1: ``*`` and ``.*`` match every event; ``foo.*`` is the same as ``foo``."""
+    if descriptor in ("*", ".*"):
         return "*"
     return descriptor.removesuffix(".*").removesuffix(".")
 
@@ -285,6 +286,9 @@ class Chart(Generic[C]):
         for ct in self.all_transitions:
             if ct.targets and not ct.history_targets:
                 ct.domain = self.static_domain(ct)
+        # Caches filled lazily, by several runner threads at once: a miss computes
+        # the value, then publishes it with ``setdefault``, so every thread uses
+        # the first value published and a read never needs a lock.
         self._match_cache: dict[str, tuple[tuple[CompiledTransition, ...], ...]] = {}
         # Tables that let the interpreter skip work: what entering or leaving a
         # state must do, and sets for exit sets and history.
@@ -340,7 +344,7 @@ class Chart(Generic[C]):
             index = self.index
             found = frozenset(index[s] for s in configuration)
             if len(self._config_indices) < 4096:
-                self._config_indices[configuration] = found
+                found = self._config_indices.setdefault(configuration, found)
         return found
 
     def history_indices(self, history: tuple[HistoryEntry, ...]) -> dict[int, tuple[int, ...]]:
@@ -350,7 +354,7 @@ class Chart(Generic[C]):
             index = self.index
             found = {index[h.id]: tuple(index[s] for s in h.states) for h in history}
             if len(self._history_indices) < 4096:
-                self._history_indices[history] = found
+                found = self._history_indices.setdefault(history, found)
         return found
 
     def configuration_ids(self, states: set[int] | frozenset[int]) -> tuple[str, ...]:
@@ -361,7 +365,7 @@ class Chart(Generic[C]):
             ids = self.ids
             found = tuple(ids[i] for i in sorted(key))
             if len(self._config_ids) < 4096:
-                self._config_ids[key] = found
+                found = self._config_ids.setdefault(key, found)
         return found
 
     def entering_works(self, entered: tuple[int, ...]) -> bool:
@@ -370,7 +374,7 @@ class Chart(Generic[C]):
         if found is None:
             found = any(self.enter_work[s] for s in entered)
             if len(self._entering_works) < 4096:
-                self._entering_works[entered] = found
+                found = self._entering_works.setdefault(entered, found)
         return found
 
     def entry_order(self, states: set[int]) -> tuple[int, ...]:
@@ -380,7 +384,7 @@ class Chart(Generic[C]):
         if found is None:
             found = tuple(sorted(key))
             if len(self._entry_orders) < 4096:
-                self._entry_orders[key] = found
+                found = self._entry_orders.setdefault(key, found)
         return found
 
     def matching(self, name: str) -> tuple[tuple[CompiledTransition, ...], ...]:
@@ -389,7 +393,7 @@ class Chart(Generic[C]):
         if cached is None:
             cached = tuple(tuple(t for t in ts if t.events and t.matches(name)) for ts in self.transitions)
             if len(self._match_cache) < 4096:
-                self._match_cache[name] = cached
+                cached = self._match_cache.setdefault(name, cached)
         return cached
 
     # --------------------------------------------------------------- shape

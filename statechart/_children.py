@@ -10,18 +10,42 @@ than the slot's current one are stale and rejected.
 from __future__ import annotations
 
 import enum
+import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from statechart._codec import check_json, context_from_input
 from statechart._effects import BirthChild, CancelChild, RejectedEvent, ResumeChild, RetryChild, SendToChild
 from statechart._event import Event, EventKind, InvokeId, JsonValue
 from statechart._model import Site
 from statechart._snapshot import ChildSlot, SlotStatus
 
 if TYPE_CHECKING:
+    from statechart._chart import Chart
     from statechart._interpreter import Run
+    from statechart._registry import Registry
+
+_CHILD_CHARTS: weakref.WeakKeyDictionary[Chart[Any], weakref.ref[Registry]] = weakref.WeakKeyDictionary()
+"""The registry each chart was last registered with, where its sites find their child charts."""
+
+
+def link_children(chart: Chart[Any], registry: Registry) -> None:
+    """Let ``chart``'s sites validate their children's inputs against the charts ``registry`` holds.
+
+    A chart in no registry births children unchecked; such a child fails at
+    its own start with the same error instead.
+    """
+    _CHILD_CHARTS[chart] = weakref.ref(registry)
+
+
+def _child_chart(run: Run, name: str) -> Chart[Any] | None:
+    link = _CHILD_CHARTS.get(run.chart)
+    registry = link() if link is not None else None
+    if registry is None or name not in registry:
+        return None
+    return registry.chart(name)
 
 
 class Verdict(enum.Enum):
@@ -93,23 +117,66 @@ def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None
     assert site.members is not None
     try:
         members = site.members(run.context)
+        if isinstance(members, str | bytes | bytearray):
+            # Never a fan-out over characters: "alice" is one name, not five members.
+            raise TypeError(
+                f"map of site {site.id!r} returned {type(members).__name__} {members!r}, which is not "
+                "a collection of member keys; return a mapping {member key: input}, e.g. "
+                "{name: {'name': name} for name in context.names}"
+            )
         if not isinstance(members, Mapping) or not all(isinstance(k, str) for k in members):
-            raise TypeError(f"map of site {site.id!r} must return a mapping of str keys, got {members!r}")
+            raise TypeError(
+                f"map of site {site.id!r} must return a mapping of str member keys to inputs, got {members!r}"
+            )
         return members
     except Exception as error:  # noqa: BLE001 - reported as error.execution
         run.fail(run.chart.ids[state], f"map of site {site.id}", error)
         return None
 
 
-def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue]:
-    if not callable(site.input):
-        return True, site.input
-    mapper: Callable[..., JsonValue] = site.input
+def check_child_input(run: Run, site: Site, value: JsonValue, key: str = "") -> None:
+    """Raise unless ``value`` is JSON and fits the context of the child chart ``site`` names."""
+    member = f" member {key!r}" if key else ""
     try:
-        return True, mapper(run.context)
+        check_json(value, "input")
+    except TypeError as error:
+        raise TypeError(
+            f"the input of site {site.id!r}{member} is not JSON data: {error}; return lists and "
+            "dicts with str keys"
+        ) from error
+    if site.chart is None:
+        return
+    child = _child_chart(run, site.chart)
+    if child is not None:
+        context_from_input(child, value)
+
+
+def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue]:
+    where = f"input of site {site.id}"
+    try:
+        if callable(site.input):
+            mapper: Callable[..., JsonValue] = site.input
+            value = mapper(run.context)
+        else:
+            value = site.input
+        check_child_input(run, site, value)
     except Exception as error:  # noqa: BLE001 - reported as error.execution
-        run.fail(run.chart.ids[state], f"input of site {site.id}", error)
+        run.fail(run.chart.ids[state], where, error)
         return False, None
+    return True, value
+
+
+def _member_inputs_fit(run: Run, state: int, site: Site, members: Mapping[str, JsonValue]) -> bool:
+    """Whether every member about to be born has a valid input; else error.execution, no births."""
+    for key, value in members.items():
+        if (site.id, key) in run.slots:
+            continue
+        try:
+            check_child_input(run, site, value, key)
+        except Exception as error:  # noqa: BLE001 - reported as error.execution
+            run.fail(run.chart.ids[state], f"input of member {key!r} of site {site.id}", error)
+            return False
+    return True
 
 
 def reconcile_sites(run: Run) -> None:
@@ -138,7 +205,7 @@ def reconcile_sites(run: Run) -> None:
             if not (entered or context_changed):
                 continue
             members = _members(run, state, site)
-            if members is None:
+            if members is None or not _member_inputs_fit(run, state, site, members):
                 continue
             current = [slot for slot in run.slots.values() if slot.site == site.id]
             dropped_live = False

@@ -5,17 +5,28 @@ their own hooks. Tuples become lists, enums their values, and JSON data is
 checked on the way in and out so that a value that would not survive the
 round trip (a tuple, a set, a non-string key, an arbitrary object) is
 refused with the path where it was found.
+
+Structuring is strict, because the same converter turns a user's input into
+a context: no value is converted between ``str``, ``int``, ``float`` and
+``bool`` (``True`` is not an int here), the one widening being an ``int``
+where a ``float`` is declared (JSON has one number type); a ``str``,
+``bytes`` or mapping is never taken for a collection (a list, tuple, set or
+frozenset field); and unknown keys are refused.
 """
 
 from __future__ import annotations
 
+import collections.abc
+import contextvars
+import enum
 import math
 import typing
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
-from cattrs.errors import ClassValidationError
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from statechart import errors
 from statechart._chart import Chart
@@ -66,12 +77,119 @@ def is_json_type(annotation: object) -> bool:
     return set(args) >= _SCALARS and len(args) == 7
 
 
+class StrictTypeError(TypeError):
+    """A value is not of the declared type, and the strict converter converts nothing."""
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _refuse(value: object, expected: str) -> StrictTypeError:
+    return StrictTypeError(f"expected {expected}, got {_describe(value)}")
+
+
+def _structure_str(value: object, typ: Any) -> Any:
+    if not isinstance(value, str):
+        raise _refuse(value, "a str")
+    return value if typ is str else typ(value)  # a str subclass (a str enum) is built from it
+
+
+def _structure_bool(value: object, _typ: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _refuse(value, "a bool (true or false)")
+    return value
+
+
+def _structure_int(value: object, typ: Any) -> Any:
+    if typ is bool or (isinstance(typ, type) and issubclass(typ, bool)):
+        return _structure_bool(value, typ)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _refuse(value, "an int")
+    return value if typ is int else typ(value)  # an int subclass (an int enum) is built from it
+
+
+def _structure_float(value: object, typ: Any) -> Any:
+    # An int is the one widening accepted: JSON writes 2.0 as 2 in many encoders.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _refuse(value, "a float (or an int)")
+    return float(value) if typ is float else typ(value)
+
+
+_NOT_COLLECTIONS = (str, bytes, bytearray, collections.abc.Mapping)
+_resolving: contextvars.ContextVar[frozenset[Any]] = contextvars.ContextVar("resolving", default=frozenset())
+"""Collection types whose cattrs hook is being looked up to be wrapped (per thread, like every context)."""
+
+
+def _collection_origin(annotation: Any) -> type | None:
+    origin = get_origin(annotation) or annotation
+    if not isinstance(origin, type) or issubclass(origin, _NOT_COLLECTIONS) or issubclass(origin, enum.Enum):
+        return None
+    if not issubclass(origin, collections.abc.Collection):
+        return None
+    return origin
+
+
+def _is_collection(annotation: Any) -> bool:
+    """A list, tuple, set or frozenset annotation (bare or parameterised), not being wrapped now."""
+    if _collection_origin(annotation) is None:
+        return False
+    return annotation not in _resolving.get()
+
+
+def _strict_collection(annotation: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """cattrs' own hook for ``annotation``, refusing a str, bytes or mapping first."""
+    token = _resolving.set(_resolving.get() | {annotation})
+    try:
+        base = converter.get_structure_hook(annotation, cache_result=False)
+    finally:
+        _resolving.reset(token)
+    origin = _collection_origin(annotation)
+    expected = f"a list (for a {origin.__name__ if origin else 'collection'} field)"
+
+    def structure(value: Any, typ: Any) -> Any:
+        if isinstance(value, _NOT_COLLECTIONS):
+            raise _refuse(value, expected)
+        return base(value, typ)
+
+    return structure
+
+
 def make_converter() -> cattrs.Converter:
-    """A strict converter: no extra keys, tuples as lists, JSON data checked."""
+    """A strict converter: no extra keys, no conversions between scalars, tuples as lists, JSON checked."""
     converter = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook_factory(_is_collection, _strict_collection)
     converter.register_structure_hook_func(is_json_type, _json_hook)
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
     return converter
+
+
+def _format_problem(error: BaseException, annotation: Any) -> str:
+    """One structuring problem, in words that name the expected type and the actual value."""
+    if isinstance(error, StrictTypeError | TypeError) and str(error).startswith("expected "):
+        return str(error)
+    if isinstance(error, ForbiddenExtraKeysError):
+        fields = ", ".join(repr(f) for f in sorted(error.extra_fields))
+        return f"extra fields {fields}: the class declares no such field"
+    if isinstance(error, KeyError):
+        return "required field missing"
+    return cattrs.v.format_exception(error, annotation)
+
+
+def problems_of(error: ClassValidationError | IterableValidationError, path: str) -> list[str]:
+    """Every problem of a cattrs validation error, each as ``<path>: <problem>``."""
+    found = []
+    for line in cattrs.transform_error(error, path=path, format_exception=_format_problem):
+        problem, _, where = line.rpartition(" @ ")
+        found.append(f"{where}: {problem}" if problem else line)
+    return found
 
 
 CONVERTER = make_converter()
@@ -139,7 +257,18 @@ def context_from_input(chart: Chart[C], input: JsonValue) -> C:
         )
     try:
         context: C = CONVERTER.structure(input, chart.context_type)
-    except ClassValidationError as error:
-        detail = "; ".join(cattrs.transform_error(error, path="input"))
-        raise errors.CodecError(chart.name, "input", detail) from error
+    except (ClassValidationError, IterableValidationError) as error:
+        detail = "; ".join(problems_of(error, "input"))
+        raise errors.CodecError(
+            chart.name,
+            "input",
+            f"the input does not fit {chart.context_type.__name__}: {detail}; fix: pass "
+            "exactly the declared fields with values of the declared types (nothing is converted: "
+            "'3' is not an int, 1 is not a bool, a str is not a list), or give the chart "
+            "context_from_input=",
+        ) from error
+    except (TypeError, ValueError) as error:
+        raise errors.CodecError(
+            chart.name, "input", f"the input does not fit {chart.context_type.__name__}: {error}"
+        ) from error
     return context

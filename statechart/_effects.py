@@ -96,12 +96,26 @@ class Logged:
 
 @attrs.frozen
 class ActionFailed:
-    """An action, guard or mapper raised; ``error.execution`` was raised internally."""
+    """An action, guard or mapper raised; ``error.execution`` was raised internally.
+
+    ``state`` is the state whose entry, exit, transition, done data or site
+    ran the failing code; ``transition`` names the transition (its id, or
+    ``<state>#<position>``) when a transition's guard or action raised.
+    ``error`` is the exception's class name and ``message`` its text.
+    """
 
     state: str
     action: str
     error: str
     message: str
+    transition: str | None = None
+
+    def describe(self) -> str:
+        """One line for timelines and logs, naming where it happened and what raised."""
+        where = f"state {self.state!r}"
+        if self.transition is not None:
+            where = f"transition {self.transition!r} of {where}"
+        return f"error.execution in {where}: {self.action} raised {self.error}: {self.message}"
 
 
 @attrs.frozen

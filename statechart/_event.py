@@ -48,7 +48,10 @@ class Event:
     """A named event with optional JSON data.
 
     ``invoke_id`` is set on events that come from a child (its completion,
-    failure or messages); ``send_id`` on events delivered by a timer.
+    failure or messages). ``send_id`` is SCXML's ``_event.sendid`` (6.2): the
+    id the author gave the ``send`` that delivered the event, and ``None``
+    when none was given (the timer that delivers a send or an ``after`` has
+    an id of its own, :attr:`Timer.id`, which stays out of the event).
     """
 
     name: str
@@ -62,8 +65,10 @@ class Event:
 class Timer:
     """A delayed event armed in a snapshot, due at an absolute ``deadline``.
 
-    ``sequence`` orders timers that share a deadline: they fire in the order
-    they were armed.
+    ``id`` names the timer for ``fire`` and ``cancel``: the send's own id when
+    the author gave one, else one the interpreter allocates (``send.<n>``,
+    ``after.<state>.<n>``, ``retry.<site>``). ``sequence`` orders timers that
+    share a deadline: they fire in the order they were armed.
     """
 
     id: str

@@ -70,6 +70,7 @@ class Run:
         "effects",
         "entered",
         "event",
+        "firing",
         "has_sites",
         "history",
         "history_changed",
@@ -117,6 +118,10 @@ class Run:
         self.now = now
         self.running = True
         self.event = _NO_EVENT
+        # The timer whose event this macrostep delivers (see ``fire``): a
+        # delayed transition is taken by its own timer only, never by an
+        # event that merely shares its name.
+        self.firing: str | None = None
         self.entered: set[int] = set()
         self.reconciled_context: object = snapshot.context
         self.has_sites = bool(chart.site_states)
@@ -156,13 +161,24 @@ class Run:
 
     # ---------------------------------------------------------- execution
 
-    def fail(self, where: str, what: str, error: BaseException) -> None:
-        """SCXML 5.10: a failed action raises ``error.execution`` and stops its block."""
-        self.effects.append(ActionFailed(where, what, type(error).__name__, str(error)))
+    def fail(self, where: str, what: str, error: BaseException, transition: str | None = None) -> None:
+        """SCXML 5.10: a failed action raises ``error.execution`` and stops its block.
+
+        ``where`` is the state whose entry, exit, transition (``transition``,
+        its id or ``<state>#<position>``), done data or site ran ``what``.
+        """
+        failure = ActionFailed(where, what, type(error).__name__, str(error), transition)
+        self.effects.append(failure)
         self.internal.append(
             Event(
                 "error.execution",
-                {"state": where, "action": what, "error": type(error).__name__, "message": str(error)},
+                {
+                    "state": where,
+                    "transition": transition,
+                    "action": what,
+                    "error": failure.error,
+                    "message": failure.message,
+                },
                 EventKind.PLATFORM,
             )
         )
@@ -173,12 +189,12 @@ class Run:
             return result
         return expr  # type: ignore[return-value]
 
-    def execute(self, where: str, actions: tuple[Action, ...]) -> None:
+    def execute(self, where: str, actions: tuple[Action, ...], transition: str | None = None) -> None:
         for action in actions:
             try:
                 self.perform(action)
             except Exception as error:  # noqa: BLE001 - any author error becomes error.execution
-                self.fail(where, _action_name(action), error)
+                self.fail(where, _action_name(action), error, transition)
                 return
 
     def perform(self, action: Action) -> None:
@@ -210,9 +226,11 @@ class Run:
         delay = float(expr(self.context, self.event) if callable(expr) else expr)
         if not delay >= 0:
             raise ValueError(f"send {action.event!r} has a negative delay {delay}")
-        send_id = action.id or f"send.{self.sequence}"
-        event = Event(action.event, self.data(action.data), EventKind.EXTERNAL, send_id=send_id)
-        self.arm_timer(send_id, self.now + delay, event)
+        # SCXML 6.2 (_event.sendid): the author's id, else blank. The timer
+        # still needs a key in the snapshot; that one stays out of the event.
+        timer_id = action.id or f"send.{self.sequence}"
+        event = Event(action.event, self.data(action.data), EventKind.EXTERNAL, send_id=action.id)
+        self.arm_timer(timer_id, self.now + delay, event)
 
     def arm_timer(self, timer_id: str, deadline: float, event: Event) -> None:
         if timer_id in self.timers:
@@ -229,7 +247,7 @@ class Run:
             self.effects.append(CancelTimer(timer_id))
 
     def guard(self, t: CompiledTransition) -> bool:
-        if t.timer_id is not None and self.event.send_id != t.timer_id:
+        if t.timer_id is not None and self.firing != t.timer_id:
             return False  # a delayed transition is taken by its own timer only
         guard = t.guard
         if guard is None:
@@ -239,7 +257,7 @@ class Run:
         try:
             return bool(guard(self.context, self.event))  # type: ignore[operator]
         except Exception as error:  # noqa: BLE001 - SCXML 5.9: a failing condition is false
-            self.fail(self.chart.ids[t.source], f"guard of {t.label}", error)
+            self.fail(self.chart.ids[t.source], f"guard of {t.label}", error, t.label)
             return False
 
     # ---------------------------------------------------------- selection
@@ -406,7 +424,8 @@ class Run:
         if single and not self.saw_history:
             transitions[0].entry_plan = entered
         elif key is not None and len(self.chart.history_entries) < 4096:
-            self.chart.history_entries[key] = (entered, history_content)
+            # Published once: a thread that lost the race uses the winner's value.
+            entered, history_content = self.chart.history_entries.setdefault(key, (entered, history_content))
         return entered, history_content
 
     def enter_states(self, transitions: list[CompiledTransition]) -> None:
@@ -423,7 +442,7 @@ class Run:
             self.execute(chart.ids[s], chart.entry[s])
             for t in chart.afters[s]:
                 assert t.timer_id is not None and t.delay is not None
-                event = Event(t.timer_id, None, EventKind.PLATFORM, send_id=t.timer_id)
+                event = Event(t.timer_id, None, EventKind.PLATFORM)
                 self.arm_timer(t.timer_id, self.now + t.delay, event)
             default = history_content.get(s)
             if default is not None:
@@ -538,12 +557,12 @@ class Run:
         self.count_microstep()
         if len(enabled) == 1 and not enabled[0].targets:
             t = enabled[0]
-            self.execute(self.chart.ids[t.source], t.actions)
+            self.execute(self.chart.ids[t.source], t.actions, t.label)
             return
         self.exit_states(enabled)
         for t in enabled:
             if t.actions:
-                self.execute(self.chart.ids[t.source], t.actions)
+                self.execute(self.chart.ids[t.source], t.actions, t.label)
         self.enter_states(enabled)
 
     def stabilise(self) -> None:
@@ -606,6 +625,7 @@ class Run:
                 enabled = self.select(chart.matching(event.name))
                 if enabled:
                     self.microstep(enabled)
+            self.firing = None  # only the timer's own event takes its delayed transition
         self.stabilise()
         self.steps += 1
         if not self.running:
@@ -622,7 +642,8 @@ def _initial_transition(chart: Chart[C]) -> CompiledTransition:
         authored = Transition((), tuple(chart.ids[i] for i in chart.initial[ROOT]))
         cached = CompiledTransition(ROOT, 0, -1, authored, chart.initial[ROOT], False, "initial")
         cached.domain = ROOT
-        chart._initial_transition = cached  # type: ignore[attr-defined]
+        published: CompiledTransition = vars(chart).setdefault("_initial_transition", cached)
+        cached = published  # one per chart, whichever thread built it first
     return cached
 
 
@@ -712,6 +733,7 @@ def fire(
     run = Run(chart, snapshot, snapshot.time if now is None else now)
     del run.timers[timer_id]
     run.timers_changed = True
+    run.firing = timer_id
     run.macrostep(timer.event)
     if run.rejected:
         # the timer is spent even though its event no longer applies

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from statechart import errors
 from statechart._chart import Chart
+from statechart._children import link_children
 
 
 class Registry:
@@ -41,6 +42,7 @@ class Registry:
                 ],
             )
         self._charts[chart.name] = chart
+        link_children(chart, self)
 
     def add_task(self, name: str) -> None:
         """Declare a task name that sites may invoke."""

@@ -24,6 +24,20 @@ SITE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 """Site ids are one token: ``done.invoke.<site>`` must not prefix-match another site."""
 
 
+def is_descriptor(descriptor: str) -> bool:
+    """Whether ``descriptor`` is an SCXML event descriptor (SCXML 3.12.1, ``EventTypes.datatype``).
+
+    The schema allows ``*`` and ``.*`` (any event), and dot-separated tokens
+    optionally ending in the wildcard ``.*`` (``order.*``, which means
+    ``order``). A ``*`` anywhere else is not a wildcard, so it is refused
+    rather than silently matching nothing.
+    """
+    if descriptor in ("*", ".*"):
+        return True
+    tokens = descriptor.removesuffix(".*").split(".")
+    return all(token and "*" not in token for token in tokens)
+
+
 @attrs.frozen
 class Located:
     """A node with its parent, as the validator walks the tree."""
@@ -87,8 +101,9 @@ class Validator:
                     f"state {waived!r} does not exist",
                     "list only existing states that are deliberately unreachable",
                 )
-        if not self.problems:
-            self.check_reachability()
+        # Reachability is computed even when other problems were found (an
+        # unresolvable target counts as absent), so one run lists everything.
+        self.check_reachability()
         return self.problems
 
     # ------------------------------------------------------------- context
@@ -257,7 +272,6 @@ class Validator:
                 f"but its parent is {'the chart' if parent is None else repr(parent.id)}",
                 "move it inside the compound state whose history it records",
             )
-            return
         if node.children:
             self.add(errors.InvalidDefinition, where, "a history state has children", "remove them")
         default = node.transitions[0] if node.transitions else None
@@ -266,7 +280,9 @@ class Validator:
                 errors.MissingInitial,
                 where,
                 "it has no default target for when no history was recorded yet",
-                f"pass history({node.id!r}, default=...) naming a child of {parent.id!r}",
+                "pass history(id, default=...) naming a child of its parent state"
+                if parent is None
+                else f"pass history({node.id!r}, default=...) naming a child of {parent.id!r}",
             )
             return
         for target in default.targets:
@@ -275,9 +291,9 @@ class Validator:
                     errors.UnknownTarget,
                     where,
                     f"its default target {target!r} does not exist",
-                    f"name a descendant of {parent.id!r}",
+                    "name an existing state" if parent is None else f"name a descendant of {parent.id!r}",
                 )
-            elif not self.is_descendant(target, parent.id):
+            elif parent is not None and not self.is_descendant(target, parent.id):
                 self.add(
                     errors.UnknownTarget,
                     where,
@@ -357,12 +373,13 @@ class Validator:
                 if len(t.targets) > 1:
                     self.check_configuration(label, t.targets)
                 for event in t.events:
-                    if not event or (event != "*" and not all(event.removesuffix(".*").split("."))):
+                    if not is_descriptor(event):
                         self.add(
                             errors.InvalidDefinition,
                             label,
                             f"event descriptor {event!r} is malformed",
-                            "use dot-separated tokens ('order.paid'), a prefix ending '.*', or '*'",
+                            "use dot-separated tokens ('order.paid'), a prefix ending '.*' "
+                            "('order.*'), or '*' (also written '.*') for every event",
                         )
                 if isinstance(t.guard, InState) and t.guard.state not in self.by_id:
                     self.add(
@@ -413,8 +430,6 @@ class Validator:
                         errors.AmbiguousId, where, "the site id is used twice", "give each site its own id"
                     )
                 seen.add(site.id)
-                if node.kind in (StateKind.FINAL, StateKind.HISTORY):
-                    continue
                 if (site.chart is None) == (site.task is None):
                     self.add(
                         errors.InvalidDefinition,
@@ -454,15 +469,30 @@ class Validator:
     # -------------------------------------------------------- reachability
 
     def check_reachability(self) -> None:
+        """Report states nothing enters; names that resolve to no state are skipped.
+
+        It runs whatever else is wrong, so that an unknown target does not
+        hide an unreachable state until it is fixed: a transition target or
+        history default that names no state enters nothing here, and an
+        initial that names no state (or, for a compound state, none of its
+        descendants) is treated as absent, so the first child is entered.
+        """
         reached: set[str] = set()
         pending: list[str] = []
 
         def enter(state_id: str) -> None:
             """Add a state, its ancestors, and what entering it enters by default."""
-            node = self.by_id[state_id].node
+            located = self.by_id.get(state_id)
+            if located is None:
+                return  # reported as an unknown target, initial or default
+            node = located.node
             if node.kind is StateKind.HISTORY:
-                for target in node.transitions[0].targets:
+                if state_id in reached:
+                    return  # a default that leads back here enters nothing new
+                reached.add(state_id)
+                for target in node.transitions[0].targets if node.transitions else ():
                     enter(target)
+                reach_ancestors(state_id)  # entering a history enters its parent
                 return
             if state_id in reached:
                 return  # its ancestors were walked when it was first reached
@@ -470,12 +500,17 @@ class Validator:
             pending.append(state_id)
             if node.kind is StateKind.COMPOUND:
                 proper = [c.id for c in node.children if c.kind is not StateKind.HISTORY]
-                for target in node.initial or tuple(proper[:1]):
+                valid = [t for t in node.initial if t in self.by_id and self.is_descendant(t, state_id)]
+                for target in valid or proper[:1]:
                     enter(target)
             elif node.kind is StateKind.PARALLEL:
                 for child in node.children:
                     if child.kind is not StateKind.HISTORY:
                         enter(child.id)
+            reach_ancestors(state_id)
+
+        def reach_ancestors(state_id: str) -> None:
+            """Add the ancestors of an entered state and the other regions of parallel ones."""
             below, current = state_id, self.parent_of.get(state_id)
             while current is not None:
                 ancestor = self.by_id[current].node
@@ -489,7 +524,7 @@ class Validator:
                 below, current = current, self.parent_of.get(current)
 
         proper_roots = [n.id for n in self.roots if n.kind is not StateKind.HISTORY]
-        for target in self.initial or tuple(proper_roots[:1]):
+        for target in [t for t in self.initial if t in self.by_id] or proper_roots[:1]:
             enter(target)
         while pending:
             node = self.by_id[pending.pop()].node

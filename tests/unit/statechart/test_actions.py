@@ -137,6 +137,49 @@ def test_assign_of_wrong_type_is_an_execution_error() -> None:
     assert "Counter" in failure.message and "Other" in failure.message
 
 
+def test_assign_of_wrong_type_raises_error_execution_naming_everything() -> None:
+    """A wrong-type assign's ``error.execution`` names state, transition, action, exception and message."""
+    seen: list[Event] = []
+
+    def record(counter: Counter, event: Event) -> None:
+        seen.append(event)
+
+    chart = Chart(
+        "wrong_data",
+        state(
+            "a",
+            on=[
+                transition("go", actions=[assign(wrong_type)], id="bump"),
+                transition("error.execution", actions=[assign(record)]),
+            ],
+            entry=[assign(wrong_type, name="seed")],
+        ),
+        context=Counter,
+    )
+    snapshot, effects = start(chart)
+    (on_entry,) = of_type(effects, ActionFailed)
+    assert on_entry.transition is None
+    assert on_entry.describe().startswith("error.execution in state 'a': assign seed raised TypeError: ")
+    snapshot, effects = step(chart, snapshot, Event("go"))
+    assert snapshot.context == Counter()
+    message = "assign wrong_type returned Other, expected Counter (or None to keep the context)"
+    assert effects == (ActionFailed("a", "assign wrong_type", "TypeError", message, "bump"),)
+    assert seen[-1] == Event(
+        "error.execution",
+        {
+            "state": "a",
+            "transition": "bump",
+            "action": "assign wrong_type",
+            "error": "TypeError",
+            "message": message,
+        },
+        EventKind.PLATFORM,
+    )
+    assert effects[0].describe() == (
+        f"error.execution in transition 'bump' of state 'a': assign wrong_type raised TypeError: {message}"
+    )
+
+
 def test_failing_action_stops_only_its_own_block() -> None:
     """An error in one state's entry block skips the rest of that block but not other states' blocks."""
     chart = Chart(
@@ -224,7 +267,7 @@ def test_send_with_delay_arms_a_timer_at_now_plus_delay() -> None:
     chart = Chart("send", state("a", on=[transition("go", actions=[send("ping", {"x": 1}, delay=5)])]))
     snapshot, _ = start(chart, now=100.0)
     snapshot, effects = step(chart, snapshot, Event("go"), now=110.0)
-    timer = Timer("send.0", 115.0, 0, Event("ping", {"x": 1}, EventKind.EXTERNAL, send_id="send.0"))
+    timer = Timer("send.0", 115.0, 0, Event("ping", {"x": 1}, EventKind.EXTERNAL))
     assert effects == (ArmTimer(timer),)
     assert snapshot.timers == (timer,)
     assert snapshot.time == 110.0
@@ -282,6 +325,84 @@ def test_send_ids_default_to_a_sequence() -> None:
     assert [t.id for t in snapshot.timers] == ["send.0", "send.1"]
     assert [t.sequence for t in snapshot.timers] == [0, 1]
     assert snapshot.sequence == 2
+
+
+def record_event(counter: Counter, event: Event) -> Counter:
+    return attrs.evolve(counter, seen=(*counter.seen, f"{event.name}:{event.send_id}"))
+
+
+def test_send_without_id_delivers_a_blank_sendid() -> None:
+    """An event from a send without an id has no ``send_id`` (SCXML 6.2); only its timer has an id."""
+    chart = Chart(
+        "blank",
+        state(
+            "a",
+            on=[
+                transition("go", actions=[send("ping", delay=1)]),
+                transition("ping", actions=[record_event]),
+            ],
+        ),
+        context=Counter,
+    )
+    snapshot, _ = start(chart)
+    snapshot, _ = step(chart, snapshot, Event("go"))
+    (timer,) = snapshot.timers
+    assert timer.id == "send.0"
+    assert timer.event.send_id is None
+    snapshot, _ = fire(chart, snapshot, timer.id, now=1.0)
+    assert snapshot.context.seen == ("ping:None",)
+
+
+def test_send_with_an_id_delivers_that_sendid() -> None:
+    """An event from a send with an author's id carries that id as ``send_id``."""
+    chart = Chart(
+        "named",
+        state(
+            "a",
+            on=[
+                transition("go", actions=[send("ping", delay=1, id="reminder")]),
+                transition("ping", actions=[record_event]),
+            ],
+        ),
+        context=Counter,
+    )
+    snapshot, _ = start(chart)
+    snapshot, _ = step(chart, snapshot, Event("go"))
+    snapshot, _ = fire(chart, snapshot, "reminder", now=1.0)
+    assert snapshot.context.seen == ("ping:reminder",)
+
+
+def test_after_event_has_a_blank_sendid() -> None:
+    """The event an ``after`` timer delivers has no ``send_id``: the timer id stays bookkeeping."""
+    chart = Chart(
+        "after_blank",
+        state("a", on=[transition("*", "b", actions=[record_event]), after(1, "c")]),
+        state("b"),
+        state("c"),
+        context=Counter,
+    )
+    snapshot, _ = start(chart)
+    snapshot, _ = fire(chart, snapshot, "after.a.1", now=1.0)
+    # ``*`` comes first in document order, so it takes the timer's event
+    assert snapshot.configuration == ("b",)
+    assert snapshot.context.seen == ("after.a.1:None",)
+
+
+def test_an_event_named_like_an_after_timer_does_not_take_it() -> None:
+    """Only the ``after`` timer itself takes its delayed transition, not an event that shares its name."""
+    chart = Chart("after_only", state("a", on=[after(1, "b")]), state("b"))
+    snapshot, _ = start(chart)
+    for sendid in (None, "after.a.0"):
+        moved, _ = step(chart, snapshot, Event("after.a.0", send_id=sendid))
+        assert moved.configuration == ("a",)
+    raised = Chart(
+        "after_raised",
+        state("a", on=[after(1, "b"), transition("poke", actions=[raise_event("after.a.0")])]),
+        state("b"),
+    )
+    snapshot, _ = start(raised)
+    moved, _ = step(raised, snapshot, Event("poke"))
+    assert moved.configuration == ("a",)
 
 
 def test_cancel_withdraws_a_pending_send() -> None:
@@ -401,7 +522,7 @@ def test_after_arms_a_timer_on_entry() -> None:
     """Entering a state with ``after(s)`` arms a platform timer due ``s`` seconds later."""
     chart = Chart("after", state("a", on=[after(30, "b")]), state("b"))
     snapshot, effects = start(chart, now=10.0)
-    timer = Timer("after.a.0", 40.0, 0, Event("after.a.0", None, EventKind.PLATFORM, send_id="after.a.0"))
+    timer = Timer("after.a.0", 40.0, 0, Event("after.a.0", None, EventKind.PLATFORM))
     assert effects == (ArmTimer(timer),)
     assert snapshot.timers == (timer,)
 

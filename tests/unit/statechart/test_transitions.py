@@ -108,6 +108,32 @@ def test_star_matches_every_event() -> None:
     assert lands(chart, "x.y.z")
 
 
+def test_bare_dot_star_matches_every_event() -> None:
+    """The descriptor ``.*`` (allowed by the SCXML schema) matches any event name, like ``*``."""
+    chart = matcher(".*")
+    assert lands(chart, "anything")
+    assert lands(chart, "x.y.z")
+    assert lands(chart, "error.execution")
+
+
+def test_error_dot_star_matches_error_and_its_descendants() -> None:
+    """``error.*`` matches ``error`` and ``error.execution`` but neither ``errors`` nor ``my.error``."""
+    chart = matcher("error.*")
+    assert lands(chart, "error")
+    assert lands(chart, "error.execution")
+    assert lands(chart, "error.communication.x")
+    assert not lands(chart, "errors")
+    assert not lands(chart, "my.error")
+
+
+def test_every_schema_descriptor_form_in_one_transition() -> None:
+    """A list mixing plain, ``.*``-suffixed and wildcard descriptors is accepted and matches as SCXML says."""
+    chart = matcher("order.paid refund.* .*")
+    assert lands(chart, "order.paid")
+    assert lands(chart, "refund")
+    assert lands(chart, "unrelated")
+
+
 def test_several_descriptors_in_one_string_or_list() -> None:
     """A space-separated string or a list of descriptors matches any one of them."""
     for chart in (matcher("a b.c"), matcher("a  b.c")):
@@ -205,7 +231,7 @@ def test_raising_guard_is_false_and_raises_error_execution() -> None:
     snapshot, effects = step(chart, snapshot, Event("go"))
     assert snapshot.configuration == ("broken",)
     (failure,) = of_type(effects, ActionFailed)
-    assert failure == ActionFailed("idle", "guard of risky", "ZeroDivisionError", "guard blew up")
+    assert failure == ActionFailed("idle", "guard of risky", "ZeroDivisionError", "guard blew up", "risky")
 
 
 def test_raising_guard_lets_a_later_transition_be_taken() -> None:
@@ -226,7 +252,7 @@ def test_raising_guard_lets_a_later_transition_be_taken() -> None:
 
 
 def test_error_execution_event_carries_details() -> None:
-    """The ``error.execution`` platform event names the state, the action and the error."""
+    """The ``error.execution`` platform event names the state, the transition, the action and the error."""
     seen: list[Event] = []
 
     def record(context: Gate, event: Event) -> None:
@@ -250,6 +276,7 @@ def test_error_execution_event_carries_details() -> None:
             "error.execution",
             {
                 "state": "idle",
+                "transition": "risky",
                 "action": "guard of risky",
                 "error": "ZeroDivisionError",
                 "message": "guard blew up",

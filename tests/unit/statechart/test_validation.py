@@ -107,6 +107,7 @@ def test_several_problems_are_reported_together() -> None:
         "AmbiguousId",
         "InvalidDefinition",
         "UnknownTarget",
+        "UnreachableState",
         "UnstableId",
     ]
 
@@ -202,10 +203,44 @@ def test_reachability_follows_parallel_regions_and_history_defaults() -> None:
     assert chart.kind_of("y1") is StateKind.ATOMIC
 
 
-def test_reachability_is_checked_only_when_nothing_else_is_wrong() -> None:
-    """Other problems suppress the reachability report, which would otherwise be noise."""
+def test_unknown_target_and_unreachable_state_are_reported_together() -> None:
+    """An unknown transition target does not hide an unreachable state: both are in one ChartInvalid."""
     found = problems(lambda: Chart("c", state("a", on=[transition("go", "ghost")]), state("island")))
-    assert [type(p) for p in found] == [UnknownTarget]
+    assert [type(p) for p in found] == [UnknownTarget, UnreachableState]
+    assert [p.where for p in found] == ["transition #0 (on go) of state 'a'", "state 'island'"]
+
+
+def test_reachability_treats_unknown_names_as_entering_nothing() -> None:
+    """An unknown initial falls back to the first child; an unknown history default enters nothing."""
+    found = problems(
+        lambda: Chart(
+            "c",
+            state("a", state("a1"), state("a2"), initial="ghost", on=[transition("back", "h")]),
+            state("q", history("h", "phantom"), state("q1")),
+        )
+    )
+    assert sorted((type(p).__name__, p.where) for p in found) == [
+        ("MissingInitial", "state 'a'"),
+        ("UnknownTarget", "history 'h'"),
+        ("UnreachableState", "state 'a2'"),
+        ("UnreachableState", "state 'q1'"),
+    ]
+
+
+def test_misplaced_history_still_has_its_default_checked() -> None:
+    """A history outside a compound state is reported together with its unknown default target."""
+    found = problems(lambda: Chart("c", state("a"), history("h", "ghost")))
+    assert sorted(type(p).__name__ for p in found) == ["HistoryOutsideCompound", "UnknownTarget"]
+
+
+def test_site_on_a_final_state_is_still_checked() -> None:
+    """A site on a final state is reported, and so are the site's own problems."""
+    bad_final = StateNode("f", StateKind.FINAL, sites=(invoke("w"),))
+    found = problems(lambda: Chart("c", state("a", on=[transition("go", "f")]), bad_final))
+    assert [p.problem for p in found] == [
+        "a final state has transitions or child sites",
+        "a site needs exactly one of chart= and task=",
+    ]
 
 
 # ---------------------------------------------------------------- initial states
@@ -219,17 +254,17 @@ def test_missing_compound_initial_is_reported() -> None:
 
 
 def test_compound_initial_outside_the_state_is_reported() -> None:
-    """A compound ``initial`` must be one of its descendants."""
-    error = only(
-        lambda: Chart("c", state("p", state("a"), initial="q"), state("q"), initial="p"),
-        MissingInitial,
-    )
-    assert "not one of its descendants" in error.problem
+    """A compound ``initial`` must be one of its descendants; the state it names is then unreachable."""
+    found = problems(lambda: Chart("c", state("p", state("a"), initial="q"), state("q"), initial="p"))
+    assert [type(p) for p in found] == [MissingInitial, UnreachableState]
+    assert "not one of its descendants" in found[0].problem
+    assert found[1].where == "state 'q'"
 
 
 def test_initial_on_an_atomic_state_is_reported() -> None:
-    """``initial=`` on a state with no children is MissingInitial."""
-    only(lambda: Chart("c", state("a", initial="b"), state("b")), MissingInitial)
+    """``initial=`` on a state with no children is MissingInitial; the state it names stays unreachable."""
+    found = problems(lambda: Chart("c", state("a", initial="b"), state("b")))
+    assert [type(p) for p in found] == [MissingInitial, UnreachableState]
 
 
 def test_chart_without_states_is_reported() -> None:
@@ -410,11 +445,20 @@ def test_target_named_twice_is_invalid() -> None:
     only(lambda: Chart("c", state("a", on=[transition("go", ["a", "a"])])), InvalidDefinition)
 
 
-@pytest.mark.parametrize("descriptor", ["a..b", "a.", ".a"])
+@pytest.mark.parametrize("descriptor", ["a..b", "a.", ".a", "a.*.b", "**", "*.a", "a*", "a.b*"])
 def test_malformed_event_descriptor_is_invalid(descriptor: str) -> None:
-    """Event descriptors with empty tokens are InvalidDefinition."""
+    """Descriptors with empty tokens, or a ``*`` that is not the SCXML wildcard, are InvalidDefinition."""
     error = only(lambda: Chart("c", state("a", on=[transition(descriptor, "a")])), InvalidDefinition)
     assert repr(descriptor) in error.problem
+
+
+@pytest.mark.parametrize(
+    "descriptor", ["*", ".*", "error", "error.*", "order.paid", "order.paid.*", "a-1.b_2"]
+)
+def test_every_schema_event_descriptor_is_accepted(descriptor: str) -> None:
+    """Every descriptor form the SCXML schema allows (``*``, ``.*``, tokens, a ``.*`` suffix) is accepted."""
+    chart = Chart("c", state("a", on=[transition(descriptor, "b")]), state("b"))
+    assert chart.kind_of("b") is StateKind.ATOMIC
 
 
 def test_non_callable_guard_is_invalid() -> None:
