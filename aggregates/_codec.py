@@ -22,6 +22,7 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
+from aggregates.errors import DecodeError
 from statechart import Effect, make_converter
 
 
@@ -84,13 +85,24 @@ class CattrsMapper(Mapper[UUID]):
             event: DomainEventProtocol[UUID] = decode_event(data, cls)
         except ClassValidationError as error:
             detail = "; ".join(cattrs.transform_error(error, path="event"))
-            raise MapperDeserialisationError(
-                f"stored event {stored_event.topic} of {stored_event.originator_id} at version "
-                f"{stored_event.originator_version} does not decode: {detail}"
-            ) from error
-        except Exception as error:
-            raise MapperDeserialisationError(
-                f"stored event {stored_event.topic} of {stored_event.originator_id} at version "
-                f"{stored_event.originator_version} does not decode: {type(error).__name__}: {error}"
-            ) from error
+            failure = _failure(stored_event, detail)
+            raise MapperDeserialisationError(str(failure)) from _caused(failure, error)
+        except Exception as error:  # noqa: BLE001 - re-raised, chained through the DecodeError
+            failure = _failure(stored_event, f"{type(error).__name__}: {error}")
+            raise MapperDeserialisationError(str(failure)) from _caused(failure, error)
         return event
+
+
+# The library expects a MapperDeserialisationError; it is raised from the project's
+# DecodeError, which keeps the structured facts for the engine to wrap at its edge.
+
+
+def _failure(stored_event: StoredEvent, problem: str) -> DecodeError:
+    return DecodeError(
+        stored_event.topic, stored_event.originator_id, stored_event.originator_version, problem
+    )
+
+
+def _caused(failure: DecodeError, error: Exception) -> DecodeError:
+    failure.__cause__ = error
+    return failure

@@ -308,10 +308,15 @@ class Instance(Aggregate):
     def accept(
         self, event: Event, *, source: UUID | None, sent_at: float, key: str | None = None
     ) -> Message | None:
-        """Append ``event`` to the inbox; ``None`` when ``key`` was accepted before."""
-        self._require_live("accept an event")
+        """Append ``event`` to the inbox; ``None`` when ``key`` was accepted before.
+
+        A key, once accepted, is remembered for the life of the instance (the
+        record keeps it through replay and snapshots), so a repeat is a no-op
+        whatever the instance's status, finished ones included.
+        """
         if key is not None and key in self.record.keys:
             return None
+        self._require_live("accept an event")
         message = Message(self.record.message_seq + 1, event, source, sent_at, key)
         self.trigger_event(self.Accepted, message=message)
         return message

@@ -41,3 +41,33 @@ class DecodeError(IncarnateError, ValueError):
         super().__init__(
             f"stored event {topic} of {originator_id} at version {version} does not decode: {problem}"
         )
+
+
+class CorruptRecord(DecodeError):
+    """A stored record of an instance does not decode, so the instance cannot be loaded.
+
+    Recovery parks the call tree it belongs to (an incident names the
+    instance, the version and what failed); an operator disposes of it with
+    ``incarnate terminate`` or restores the record from a backup.
+    """
+
+    def __init__(self, instance_id: UUID, topic: str, version: int, problem: str) -> None:
+        self.instance_id = instance_id
+        DecodeError.__init__(self, topic, instance_id, version, problem)
+        self.fact = str(self)
+        """What failed, without the advice (recorded as the incident's detail)."""
+        self.args = (
+            f"instance {instance_id}: {self.fact}; the instance cannot be loaded. Recovery parks its "
+            "call tree: see `incarnate parked`, then dispose of the tree with `incarnate terminate ROOT` "
+            "(or restore the record from a backup)",
+        )
+
+    @classmethod
+    def of(cls, instance_id: UUID, error: BaseException) -> CorruptRecord:
+        """The failure behind ``error`` (a mapper error raised from a DecodeError) for ``instance_id``."""
+        cause: BaseException | None = error
+        while cause is not None:
+            if isinstance(cause, DecodeError):
+                return cls(instance_id, cause.topic, cause.version, cause.problem)
+            cause = cause.__cause__
+        return cls(instance_id, "?", 0, f"{type(error).__name__}: {error}")

@@ -131,6 +131,36 @@ def apply_notification(
     )
 
 
+UNDECODABLE_NAME = "<undecodable>"
+"""The name of a row listed from a first record that does not decode."""
+
+
+def apply_undecodable(rows: dict[UUID, ListingRow], originator_id: UUID, version: int) -> None:
+    """Fold a stored record that does not decode (its topic or state is unreadable) into ``rows``.
+
+    A first record lists the instance anyway, as a born root named
+    :data:`UNDECODABLE_NAME`, so recovery meets it and parks it; a later one
+    only moves the row's version (its status stays what the readable records
+    said: recovery decides on the records, not on the row).
+    """
+    row = rows.get(originator_id)
+    if row is None:
+        if version == 1:
+            rows[originator_id] = ListingRow(
+                id=originator_id,
+                root=originator_id,
+                parent=None,
+                kind=InstanceKind.CHART.value,
+                name=UNDECODABLE_NAME,
+                status=InstanceStatus.BORN.value,
+                owner="",
+                version=version,
+            )
+        return
+    if version > row.version:
+        rows[originator_id] = attrs.evolve(row, version=version)
+
+
 def _started(topic: str, originator_id: UUID, version: int, state: Mapping[str, Any]) -> ListingRow:
     try:
         parent = state["parent"]

@@ -5,7 +5,10 @@ from an ``eventsourcing`` snapshot — into its checkpoint: the authoritative
 statechart snapshot plus exactly the child activations it needs. It checks
 as it folds that every activation fact arrives in causal order
 (``Birth``, then ``ChildRetry`` and ``ChildResume`` in turn, then
-``ChildSettled``), and at every macrostep boundary that the activations
+``ChildSettled``), that every birth fact agrees with the instance itself
+(its type, root and ancestry) and with the ``BirthChild`` or
+``ResumeChild`` effect of the macrostep that decided it (child chart or
+task, state, input, attempt, lineage), and at every macrostep boundary that the activations
 cover the snapshot's live child slots exactly: same slots, same order, same
 incarnation. Anything omitted, duplicated, reordered or mismatched raises a
 :class:`CheckpointError` naming the slot and what differs. A plan is never
@@ -27,6 +30,7 @@ import attrs
 from aggregates import (
     Activation,
     ActivationState,
+    AncestryFrame,
     BirthFacts,
     Instance,
     InstanceKind,
@@ -36,7 +40,7 @@ from aggregates import (
     Provenance,
     RetryEntry,
 )
-from statechart import Chart, Snapshot, SnapshotCodec, check_snapshot
+from statechart import BirthChild, Chart, InvokeId, ResumeChild, Snapshot, SnapshotCodec, check_snapshot
 from statechart.errors import CodecError, IncarnateError
 
 _LIVE = ("running", "retrying")
@@ -110,6 +114,11 @@ def _slot_name(site: str, key: str) -> str:
     return f"{site}[{key}]" if key else site
 
 
+def _type_name(topic: str) -> str:
+    """The class name in an ``eventsourcing`` topic (``module:Class``)."""
+    return topic.rpartition(":")[2].rpartition(".")[2]
+
+
 class _Fold:
     """The state of the fold: only what a checkpoint needs."""
 
@@ -122,6 +131,14 @@ class _Fold:
         self.steps = 0
         self.activations: list[Activation] = []
         self.inputs: dict[tuple[str, str], Any] = {}
+        # What every birth fact is checked against: the instance itself, and the effects of
+        # the macrostep whose commit records the fact (none after a migration; unknown, None,
+        # after an eventsourcing snapshot, which may be taken in the middle of a commit).
+        self.type_name = Instance.__name__
+        self.root = UUID(int=0)
+        self.ancestry: tuple[AncestryFrame, ...] = ()
+        self.births: dict[tuple[type, InvokeId], BirthChild | ResumeChild] | None = None
+        self.states: dict[tuple[str, str], str] = {}
 
     # -------------------------------------------------------------- errors
 
@@ -188,6 +205,7 @@ class _Fold:
             ("Ref generation", activation.ref.generation, slot["generation"]),
             ("Ref parent", activation.ref.parent, self.instance_id),
             ("input", self.inputs.get((activation.site, activation.key)), slot.get("input")),
+            ("state", self.states.get((activation.site, activation.key)), slot.get("state")),
         ):
             if mine != theirs:
                 differences.append(f"{name} is {mine!r} in the activation, {theirs!r} in the snapshot")
@@ -208,6 +226,9 @@ class _Fold:
         self.instance_id = event.originator_id
         self.kind = event.kind
         self.status = InstanceStatus.BORN
+        self.type_name = _type_name(event.originator_topic)
+        self.root = event.root
+        self.ancestry = event.ancestry
 
     def restore(self, snapshot: InstanceSnapshot) -> None:
         record = snapshot.state.record
@@ -218,10 +239,71 @@ class _Fold:
         self.snapshot = record.snapshot
         self.steps = record.steps
         self.activations = list(record.activations)
-        # Inputs are kept by the snapshot's own slots; the record holds no copy.
+        self.type_name = _type_name(snapshot.topic)
+        self.root = record.root
+        self.ancestry = record.ancestry
+        # Inputs and states are kept by the snapshot's own slots; the record holds no copy.
         if record.snapshot is not None:
             for slot in record.snapshot.get("children", []):
                 self.inputs[(slot["site"], slot["key"])] = slot.get("input")
+                self.states[(slot["site"], slot["key"])] = slot.get("state")
+
+    def migrate(self, event: Any) -> None:
+        """An operator's state mapping renames the states the slots sit on, not the facts."""
+        self.snapshot = event.snapshot
+        self.births = {}
+        mapping = dict(event.mapping)
+        self.states = {slot: mapping.get(name, name) for slot, name in self.states.items()}
+
+    def witness(self, facts: BirthFacts, effect_type: type[BirthChild] | type[ResumeChild]) -> None:
+        """The facts agree with this instance and with the effect of the macrostep that decided them."""
+        ref = facts.ref
+        fact = "Birth" if effect_type is BirthChild else "ChildResume"
+        expected: list[tuple[str, object, object, str]] = [
+            ("parent_type", facts.parent_type, self.type_name, "the parent"),
+            ("root", facts.root, self.root, "the parent"),
+        ]
+        if self.births is not None:  # unknown only right after a snapshot taken mid-commit
+            effect = self.births.get((effect_type, ref.invoke_id))
+            if effect is None:
+                raise self.error(
+                    MismatchedActivation,
+                    ref.site,
+                    ref.key,
+                    f"a {fact} of generation {ref.generation}, which macrostep {self.steps - 1} "
+                    "did not decide",
+                )
+            previous = facts.previous.invoke_id if facts.previous is not None else None
+            kind = InstanceKind.CHART if effect.chart is not None else InstanceKind.TASK
+            expected += [
+                (field, mine, theirs, "the macrostep's effect")
+                for field, mine, theirs in (
+                    ("kind", facts.kind, kind),
+                    ("name", facts.name, effect.chart if effect.chart is not None else effect.task),
+                    ("state", facts.state, effect.state),
+                    ("attempt", facts.attempt, effect.attempt),
+                    ("input", facts.input, effect.input),
+                    ("ancestry lineage", facts.lineage, effect.lineage),
+                    ("previous", previous, effect.previous if isinstance(effect, ResumeChild) else None),
+                )
+            ]
+        elif effect_type is BirthChild and facts.previous is not None:
+            expected.append(("previous", facts.previous, None, "any first incarnation"))
+        differences = [
+            f"{field} is {mine!r} in the {fact}, {theirs!r} in {source}"
+            for field, mine, theirs, source in expected
+            if mine != theirs
+        ]
+        own = self.ancestry
+        extra = facts.ancestry[len(own) :]
+        ancestry_fits = facts.ancestry[: len(own)] == own and all(frame.ref == ref for frame in extra)
+        if not ancestry_fits or len(extra) > 1:
+            differences.append(
+                f"ancestry is {facts.ancestry!r} in the {fact}, which does not extend the parent's "
+                f"{own!r} by at most one frame naming {ref}"
+            )
+        if differences:
+            raise self.error(MismatchedActivation, ref.site, ref.key, "; ".join(differences))
 
     def birth(self, facts: BirthFacts) -> None:
         ref = facts.ref
@@ -246,6 +328,7 @@ class _Fold:
                 key,
                 f"armed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
             )
+        self.witness(facts, BirthChild)
         self.activations.append(
             Activation(
                 site,
@@ -261,6 +344,7 @@ class _Fold:
             )
         )
         self.inputs[(site, key)] = facts.input
+        self.states[(site, key)] = facts.state
 
     def retry(self, event: Any) -> None:
         ref = event.ref
@@ -296,6 +380,13 @@ class _Fold:
         current = self.find(site, key)
         if current is None:
             raise self.error(OmittedActivation, site, key, "a ChildResume for a slot with no activation")
+        if current.ref == ref:
+            raise self.error(
+                DuplicatedActivation,
+                site,
+                key,
+                f"a second ChildResume of generation {ref.generation}: the activation holds it already",
+            )
         if current.state is not ActivationState.RETRYING:
             raise self.error(ReorderedActivation, site, key, "a ChildResume before its ChildRetry")
         if facts.previous != current.ref:
@@ -325,6 +416,7 @@ class _Fold:
                 key,
                 f"resumed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
             )
+        self.witness(facts, ResumeChild)
         self.replace(
             current,
             attrs.evolve(
@@ -338,6 +430,7 @@ class _Fold:
             ),
         )
         self.inputs[(site, key)] = facts.input
+        self.states[(site, key)] = facts.state
 
     def settle(self, event: Any) -> None:
         ref = event.ref
@@ -352,6 +445,7 @@ class _Fold:
             )
         self.activations.remove(current)
         self.inputs.pop((ref.site, ref.key), None)
+        self.states.pop((ref.site, ref.key), None)
 
     def replace(self, old: Activation, new: Activation) -> None:
         self.activations[self.activations.index(old)] = new
@@ -369,6 +463,9 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
         if name == "Stepped":
             state.check()
             state.snapshot = event.snapshot
+            state.births = {
+                (type(e), e.invoke_id): e for e in event.effects if isinstance(e, BirthChild | ResumeChild)
+            }
             state.steps += 1
             if state.status is InstanceStatus.BORN:
                 state.status = InstanceStatus.RUNNING
@@ -384,7 +481,7 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
             state.settle(event)
         elif name == "Migrated":
             state.check()
-            state.snapshot = event.snapshot
+            state.migrate(event)
         elif name == "Completed":
             state.status = InstanceStatus.DONE
         elif name == "Failed":

@@ -10,6 +10,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import Instance, InstanceStatus, Ref
+from statechart import ActionFailed
 
 
 @attrs.frozen
@@ -172,11 +173,31 @@ def _summary(event: Any) -> str:
 
 
 def timeline(events: Iterable[Any]) -> list[TimelineEntry]:
-    """Stored events (of one or several instances) as a timeline, in the order given."""
-    return [
-        TimelineEntry(e.timestamp, e.originator_id, e.originator_version, type(e).__name__, _summary(e))
-        for e in events
-    ]
+    """Stored events (of one or several instances) as a timeline, in the order given.
+
+    A macrostep in which an action, guard or mapper raised is followed by one
+    ``error.execution`` entry per failure, naming the state (and transition),
+    the action and the exception, so that a failure the chart absorbed is
+    still visible.
+    """
+    entries: list[TimelineEntry] = []
+    for e in events:
+        entries.append(
+            TimelineEntry(e.timestamp, e.originator_id, e.originator_version, type(e).__name__, _summary(e))
+        )
+        if type(e).__name__ == "Stepped":
+            for effect in e.effects:
+                if isinstance(effect, ActionFailed):
+                    entries.append(
+                        TimelineEntry(
+                            e.timestamp,
+                            e.originator_id,
+                            e.originator_version,
+                            "error.execution",
+                            effect.describe(),
+                        )
+                    )
+    return entries
 
 
 def render_timeline(entries: Iterable[TimelineEntry], *, names: dict[UUID, str] | None = None) -> str:

@@ -12,6 +12,9 @@ source text in ``chart.description``, ready to paste into a regression test.
 they meet (which timer, which child slot) by index, so a script stays
 meaningful while Hypothesis shrinks the chart under it. :func:`trace_script`
 and :func:`run_script` apply a script.
+
+:func:`altered_birth_facts` corrupts one fact of a stored birth, for the
+properties that tamper with stored event streams.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import attrs
 import hypothesis
 from hypothesis import strategies as st
 
+from aggregates import AncestryFrame, BirthFacts, InstanceKind
 from statechart import (
     Action,
     BirthChild,
@@ -924,8 +928,58 @@ def run_script(chart: Chart[Counter], script: Sequence[ScriptItem]) -> list[Outc
     return list(trace_script(chart, script).outcomes)
 
 
+# ---------------------------------------------------------------- corrupted birth facts
+
+BIRTH_FACT_FIELDS = ("parent_type", "root", "kind", "name", "state", "ancestry")
+"""The birth facts that say what an incarnation runs and where it sits in its call tree."""
+
+_NAMES = ("kid", "parent", "tree", "loop", "charging", "charge", "middle", "Instance", "Aggregate")
+"""Names of the sample charts, tasks, states and aggregate types: the likeliest wrong values."""
+
+
+def _other_names(current: str) -> st.SearchStrategy[str]:
+    known = st.sampled_from([name for name in _NAMES if name != current])
+    return st.one_of(known, st.text(min_size=1, max_size=8).filter(lambda name: name != current))
+
+
+def altered_birth_facts(facts: BirthFacts, field: str) -> st.SearchStrategy[BirthFacts]:
+    """Copies of ``facts`` with the fact ``field`` (one of :data:`BIRTH_FACT_FIELDS`) changed.
+
+    Names are drawn from the sample charts first (another chart is the
+    likeliest corruption), an ancestry gains, loses or re-points a frame.
+    """
+    if field == "kind":
+        other = InstanceKind.TASK if facts.kind is InstanceKind.CHART else InstanceKind.CHART
+        return st.just(attrs.evolve(facts, kind=other))
+    if field == "root":
+        return (
+            st.uuids()
+            .filter(lambda root: root != facts.root)
+            .map(lambda root: attrs.evolve(facts, root=root))
+        )
+    if field == "ancestry":
+        ancestry = facts.ancestry
+        gained = st.sampled_from(["tree", "other"]).map(
+            lambda group: (*ancestry, AncestryFrame(group, facts.ref))
+        )
+        options = [gained]
+        if ancestry:
+            last = ancestry[-1]
+            elsewhere = attrs.evolve(last.ref, generation=last.ref.generation + 1)
+            options += [st.just(ancestry[:-1]), st.just((*ancestry[:-1], attrs.evolve(last, ref=elsewhere)))]
+        return st.one_of(options).map(lambda frames: attrs.evolve(facts, ancestry=frames))
+    if field == "parent_type":
+        return _other_names(facts.parent_type).map(lambda value: attrs.evolve(facts, parent_type=value))
+    if field == "name":
+        return _other_names(facts.name).map(lambda value: attrs.evolve(facts, name=value))
+    if field == "state":
+        return _other_names(facts.state).map(lambda value: attrs.evolve(facts, state=value))
+    raise ValueError(f"no alteration of birth fact {field!r}; pick one of {BIRTH_FACT_FIELDS}")
+
+
 __all__ = [
     "ALPHABET",
+    "BIRTH_FACT_FIELDS",
     "Advance",
     "Call",
     "Counter",
@@ -938,6 +992,7 @@ __all__ = [
     "ScriptItem",
     "Stop",
     "Trace",
+    "altered_birth_facts",
     "charts",
     "event_scripts",
     "perform",

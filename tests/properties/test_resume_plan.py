@@ -37,6 +37,7 @@ from projections import (
 )
 from statechart import Chart, JsonValue, RetryPolicy, assign, final, invoke, state, transition
 from tests.scenarios import charts
+from tests.strategies import BIRTH_FACT_FIELDS, altered_birth_facts
 
 # Example counts and deadlines come from the Hypothesis profile (tests/conftest.py); an
 # example builds and runs a whole engine, so the speed health checks do not apply.
@@ -418,12 +419,12 @@ def test_dropping_a_birth_is_an_omitted_activation(history: list[Operation], dat
 
 @PROPERTY
 @given(history=RICH_HISTORIES, data=st.data())
-def test_duplicating_a_birth_or_retry_is_a_duplicated_activation(
+def test_duplicating_an_activation_fact_is_a_duplicated_activation(
     history: list[Operation], data: st.DataObject
 ) -> None:
-    """A second copy of a Birth or ChildRetry before the next boundary raises DuplicatedActivation."""
+    """A second copy of a Birth, ChildRetry or ChildResume before the next boundary is duplicated."""
     with recorded(history) as world:
-        stream, index = draw_target(data, world, [Instance.Birth, Instance.ChildRetry])
+        stream, index = draw_target(data, world, [Instance.Birth, Instance.ChildRetry, Instance.ChildResume])
     events = stream.events
     fact = events[index]
     # Until the next boundary the other facts of the commit name other slots, so wherever the
@@ -485,9 +486,17 @@ def test_facts_out_of_causal_order_are_reordered_activations(
 
 SHIFTS = st.sampled_from([-3, -2, -1, 1, 2, 3])
 ALTERATIONS = {
-    Instance.Birth: ("generation", "attempt", "armed_step", "input", "parent"),
+    Instance.Birth: ("generation", "attempt", "armed_step", "input", "parent", *BIRTH_FACT_FIELDS),
     Instance.ChildRetry: ("generation", "attempt", "parent"),
-    Instance.ChildResume: ("generation", "attempt", "armed_step", "input", "parent", "previous"),
+    Instance.ChildResume: (
+        "generation",
+        "attempt",
+        "armed_step",
+        "input",
+        "parent",
+        "previous",
+        *BIRTH_FACT_FIELDS,
+    ),
 }
 
 
@@ -499,7 +508,9 @@ def altered(fact: Any, field: str, data: st.DataObject) -> Any:
             return changed(fact, attempt=fact.attempt + shift)
         return changed(fact, ref=altered_ref(fact.ref, field, shift, data))
     facts = fact.facts
-    if field == "attempt":
+    if field in BIRTH_FACT_FIELDS:
+        new = data.draw(altered_birth_facts(facts, field), label=f"altered {field}")
+    elif field == "attempt":
         new = attrs.evolve(facts, attempt=facts.attempt + shift)
     elif field == "armed_step":
         new = attrs.evolve(facts, armed_step=facts.armed_step + shift)
@@ -525,7 +536,7 @@ def altered_ref(ref: Ref, field: str, shift: int, data: st.DataObject) -> Ref:
 def test_an_altered_activation_fact_is_a_mismatched_activation(
     history: list[Operation], data: st.DataObject
 ) -> None:
-    """An altered Birth, ChildRetry or ChildResume is mismatched (or reordered, for its armed step)."""
+    """Any altered fact of a Birth, ChildRetry or ChildResume is mismatched (reordered: its armed step)."""
     with recorded(history) as world:
         stream, index = draw_target(data, world, list(ALTERATIONS))
     fact = stream.events[index]
@@ -535,8 +546,10 @@ def test_an_altered_activation_fact_is_a_mismatched_activation(
     events[index] = altered(fact, field, data)
     # The fold compares the armed step with the macrostep the fact follows, before any
     # comparison with the snapshot: a different step reads as a fact out of causal order.
-    # Every other field either fails the fact's own checks against the activation it
-    # replaces, or the next boundary's comparison with the snapshot's slot.
+    # Every other field fails the fact's own checks against the activation it replaces, or
+    # against the instance (type, root, ancestry) and the BirthChild or ResumeChild effect of
+    # its macrostep (chart or task, state, input, attempt, lineage), or the next boundary's
+    # comparison with the snapshot's slot.
     expected = ReorderedActivation if field == "armed_step" else MismatchedActivation
     assert_detected(events, stream.chart, expected, slot_name(ref_of(fact)))
 
