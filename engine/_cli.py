@@ -11,6 +11,14 @@ the status argparse uses for a bad command line. A command that was asked
 properly but whose operation failed (a checkpoint that does not validate, a
 rejected migration) raises :class:`CommandFailed`, and exits with status 1.
 
+:func:`main` never lets a Python traceback reach the user: any other
+project error (an :class:`~statechart.errors.IncarnateError`) is one
+``incarnate COMMAND: error: MESSAGE`` line and status 2; an interrupt exits
+130 quietly; standard output closed early (``incarnate list | head -1``)
+exits 141, as a command killed by ``SIGPIPE`` does; anything else is a bug,
+reported in one line with status 70 (the traceback is printed only when
+``INCARNATE_DEBUG`` is set).
+
 The operator commands (``list``, ``tree``, ``plan``, ``send``, ``recover``…)
 live in :mod:`engine._cli_ops`.
 """
@@ -20,9 +28,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -30,14 +40,40 @@ from typing import TypeVar
 import attrs
 
 from engine.errors import EngineError
-from statechart import Chart, to_dot, to_mermaid
-from statechart.errors import ChartInvalid
+from statechart import Chart, JsonValue, to_dot, to_mermaid
+from statechart.errors import ChartInvalid, IncarnateError
+
+if __name__ == "__main__":
+    # ``python -m engine._cli``: import the module under its own name and run that. Run as
+    # ``__main__``, its body would import the operator commands, which import ``engine._cli``
+    # again: a second copy whose errors this copy's main would not recognise.
+    from engine._cli import main as _cli_main
+
+    raise SystemExit(_cli_main())
 
 USAGE_ERROR = 2
 """Exit status for a command that could not run as asked."""
 
 OPERATION_FAILED = 1
 """Exit status for a command that ran as asked but whose operation failed."""
+
+BUG = 70
+"""Exit status for an unexpected error: a bug in incarnate (``EX_SOFTWARE`` of ``sysexits.h``)."""
+
+INTERRUPTED = 130
+"""Exit status after an interrupt (Ctrl-C), as a shell reports a command killed by ``SIGINT``."""
+
+BROKEN_PIPE = 141
+"""Exit status when standard output was closed early, as a shell reports a command killed by ``SIGPIPE``."""
+
+DEBUG_VARIABLE = "INCARNATE_DEBUG"
+"""Set this environment variable (to anything but empty or 0) to print the traceback of an error."""
+
+MAX_JSON_DEPTH = 100
+"""How deeply lists and objects may nest in a JSON option such as ``--data``."""
+
+MAX_INTEGER_DIGITS = 4300
+"""How many digits an integer in a JSON option may have (Python's default conversion limit)."""
 
 _IMPORT_PATH = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attribute>\w+(?:\.\w+)*)")
 
@@ -181,6 +217,97 @@ def load_chart(path: str) -> Chart[object]:
     return load_object(path, metavar="CHART", example="shop.charts:ORDER", expected="a Chart", accept=_chart)
 
 
+# -------------------------------------------------------------- JSON options
+
+
+class _Refused(ValueError):
+    """A value that parses as Python's JSON but is not accepted: the message says why and the fix."""
+
+
+def _constant(name: str) -> JsonValue:
+    raise _Refused(
+        f"{name} is not a JSON value (JSON has no NaN or Infinity); send null, a finite number or a string"
+    )
+
+
+def _integer(digits: str) -> JsonValue:
+    count = len(digits.lstrip("-"))
+    if count > MAX_INTEGER_DIGITS:
+        raise _Refused(
+            f"it holds an integer of {count} digits, and integers may have at most {MAX_INTEGER_DIGITS}; "
+            "send a longer number as a string"
+        )
+    try:
+        return int(digits)
+    except ValueError as err:  # the interpreter's own limit (PYTHONINTMAXSTRDIGITS) may be lower
+        raise _Refused(f"it holds an integer of {count} digits ({err}); send it as a string") from err
+
+
+def _number(text: str) -> JsonValue:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        shown = text if len(text) <= 20 else f"{text[:17]}..."
+        raise _Refused(
+            f"the number {shown} is out of range of a 64-bit float; send a smaller number, or a string"
+        )
+    return value
+
+
+def _nesting(text: str) -> int:
+    """How deeply lists and objects nest in ``text`` (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
+
+
+def parse_json_option(option: str, text: str) -> JsonValue:
+    """The JSON value of a command-line option such as ``--data``.
+
+    JSON as the standard defines it (RFC 8259): no ``NaN`` or ``Infinity``,
+    finite numbers, integers of at most :data:`MAX_INTEGER_DIGITS` digits,
+    lists and objects nested at most :data:`MAX_JSON_DEPTH` levels. Anything
+    else raises :class:`CommandError` naming the option, what is wrong and
+    the fix.
+    """
+    depth = _nesting(text)
+    if depth > MAX_JSON_DEPTH:
+        raise CommandError(
+            f"{option} {_shown(text)} nests lists and objects {depth} levels deep, and at most "
+            f"{MAX_JSON_DEPTH} are accepted; flatten the data"
+        )
+    try:
+        value: JsonValue = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_number)
+    except _Refused as err:
+        raise CommandError(f"{option} {_shown(text)} is not accepted: {err}") from err
+    except json.JSONDecodeError as err:
+        raise CommandError(
+            f"{option} {_shown(text)} is not JSON ({err}); e.g. {option} '{{\"ok\": true}}', "
+            f"{option} '\"text\"' or {option} 3"
+        ) from err
+    except RecursionError as err:  # not expected below MAX_JSON_DEPTH; never a traceback
+        raise CommandError(f"{option} {_shown(text)} nests too deeply to parse; flatten the data") from err
+    return value
+
+
 # ------------------------------------------------------------------- diagram
 
 _RENDERERS: dict[str, Callable[[Chart[object]], str]] = {"mermaid": to_mermaid, "dot": to_dot}
@@ -225,11 +352,14 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from engine._demo import DEFAULT_DB
+
     parser.add_argument(
         "--db",
-        default="incarnate.db",
+        default=DEFAULT_DB,
         metavar="PATH",
-        help="the SQLite file to run the demo on; it is replaced (default: %(default)s)",
+        help="the SQLite file to run the demo on (default: %(default)s); a file from an earlier demo "
+        "is replaced, any other existing file is refused and left untouched",
     )
 
 
@@ -276,18 +406,93 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``incarnate`` with ``argv`` (default: the process arguments); return the exit status."""
+    """Run ``incarnate`` with ``argv`` (default: the process arguments); return the exit status.
+
+    Never raises and never prints a traceback (unless ``INCARNATE_DEBUG`` is
+    set): every failure is one ``incarnate COMMAND: error: ...`` message on
+    standard error and a documented exit status.
+    """
+    command: list[str] = []  # filled in once the command line names the command
+    try:
+        status = _main(argv, command)
+        _flush_output()  # a closed standard output shows here, not at interpreter exit
+    except BrokenPipeError:
+        _discard_output()
+        return BROKEN_PIPE
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except CommandError as err:
+        _error(command, str(err))
+        return err.status
+    except ChartInvalid as err:
+        _error(command, _problems(err))
+        return USAGE_ERROR
+    except IncarnateError as err:
+        _error(command, str(err) or type(err).__name__)
+        return USAGE_ERROR
+    except Exception as err:  # noqa: BLE001 - the last guard: a bug is one line, never a traceback
+        kind = type(err)
+        name = (
+            kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        )
+        detail = " ".join(str(err).split())
+        hint = "printed above" if _debug() else f"run it again with {DEBUG_VARIABLE}=1 to print it"
+        _error(
+            command,
+            f"unexpected {name}{': ' + detail if detail else ''}; this is a bug in incarnate: please "
+            f"report it with the command line and the traceback ({hint})",
+        )
+        return BUG
+    return status
+
+
+def _main(argv: Sequence[str] | None, command: list[str]) -> int:
     try:
         args = parser().parse_args(argv)
     except SystemExit as exit_:  # argparse exits after --help and after a usage error
         return exit_.code if isinstance(exit_.code, int) else USAGE_ERROR if exit_.code else 0
+    command.append(args.command)
     run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
+
+
+def _flush_output() -> None:
     try:
-        return run(args)
-    except CommandError as err:
-        print(f"incarnate {args.command}: error: {err}", file=sys.stderr)
-        return err.status
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:  # standard output failed otherwise (a full disk)
+        _discard_output()
+        raise CommandFailed(f"cannot write to standard output: {err}") from err
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _debug() -> bool:
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def _error(command: list[str], message: str) -> None:
+    """Print ``message`` as the command's error (after the traceback, when debugging).
+
+    A closed standard error loses it silently.
+    """
+    prefix = " ".join(["incarnate", *command])
+    try:
+        if _debug():
+            traceback.print_exc(file=sys.stderr)
+        print(f"{prefix}: error: {message}", file=sys.stderr)
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _discard_output() -> None:
+    """Point standard output at the null device, so the interpreter's last flush cannot fail."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (output captured in-process): nothing is flushed at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 from uuid import UUID
 
+from eventsourcing.domain import EventSourcingError
 from eventsourcing.persistence import PersistenceError
 
 from aggregates import Activation, Instance, InstanceKind, InstanceStatus
-from aggregates.errors import DecodeError, InvalidCommand
-from engine._cli import Command, CommandError, CommandFailed, _problems, load_object
+from aggregates.errors import CorruptRecord, DecodeError, InvalidCommand
+from engine._cli import Command, CommandError, CommandFailed, _problems, load_object, parse_json_option
 from engine._engine import Engine
 from engine._recovery import MigrationRejected
 from engine._runners import Runner, ThreadedRunner
@@ -185,23 +186,33 @@ def _opened(
     except EngineError as err:
         raise CommandError(str(err)) from err
     try:
-        with _translated():
+        with _translated(storage.describe()):
             yield engine
     finally:
         engine.close()
 
 
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    """Engine errors as command errors: bad input exits 2, a failed operation exits 1."""
+def _translated(where: str) -> Iterator[None]:
+    """Engine errors as command errors: bad input exits 2, a failed operation exits 1.
+
+    An error of the ``eventsourcing`` library (a record of the store at
+    ``where`` that does not decode, a failed read or write) is wrapped here,
+    at the edge, as a failed operation naming the store.
+    """
     try:
         yield
     except CommandError:
         raise
     except (UnknownInstance, InstanceTerminated, InvalidCommand) as err:
         raise CommandError(str(err)) from err
-    except (CheckpointError, CodecError, DecodeError, StorageError, PersistenceError, sqlite3.Error) as err:
+    except (CheckpointError, CodecError, DecodeError, StorageError) as err:
         raise CommandFailed(str(err)) from err
+    except (EventSourcingError, sqlite3.Error) as err:
+        raise CommandFailed(
+            f"the store ({where}) failed: {err}; check that it is an incarnate store, and restore it "
+            "from a backup if a record is damaged"
+        ) from err
     except EngineError as err:
         raise CommandError(str(err)) from err
 
@@ -491,14 +502,7 @@ def _send_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _send(args: argparse.Namespace) -> int:
-    data: JsonValue = None
-    if args.data is not None:
-        try:
-            data = json.loads(args.data)
-        except json.JSONDecodeError as err:
-            raise CommandError(
-                f"--data {args.data!r} is not JSON ({err}); e.g. --data '{{\"ok\": true}}'"
-            ) from err
+    data: JsonValue = None if args.data is None else parse_json_option("--data", args.data)
     with _opened(args) as engine:
         instance_id = _instance_id(engine, args.id)
         seq = engine.send(instance_id, args.event, data, key=args.key)
@@ -687,12 +691,17 @@ def _terminate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _terminate(args: argparse.Namespace) -> int:
     with _opened(args) as engine:
-        root = _instance(engine, args.id)
-        _require_root(root, "terminate")
-        if root.record.status.finished:
-            raise CommandError(f"{root.id} is {root.record.status.value}; there is nothing to terminate")
-        ended = engine.terminate(root.id, args.reason)
-    _out(f"terminated the call tree of {root.id}: {ended} instance(s) cancelled ({args.reason!r})")
+        root_id = _instance_id(engine, args.id)
+        try:
+            root: Instance | None = engine.instance(root_id)
+        except CorruptRecord:
+            root = None  # a record does not decode: the engine ends it without loading it
+        if root is not None:
+            _require_root(root, "terminate")
+            if root.record.status.finished:
+                raise CommandError(f"{root.id} is {root.record.status.value}; there is nothing to terminate")
+        ended = engine.terminate(root_id, args.reason)
+    _out(f"terminated the call tree of {root_id}: {ended} instance(s) cancelled ({args.reason!r})")
     return 0
 
 
@@ -721,6 +730,13 @@ class _Progress:
         stream.flush()
 
 
+RECOVER_WAIT = 30.0
+"""How long ``recover`` waits, by default, for timers (retry backoffs, delays) to fall due."""
+
+TIMERS_PENDING = 3
+"""The exit status of ``recover`` when it went idle with timers still pending: work remains."""
+
+
 def _recover_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=4, metavar="N", help="worker threads (default: %(default)s)"
@@ -732,6 +748,14 @@ def _recover_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="stop after S seconds even if work remains (default: %(default)s)",
     )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=RECOVER_WAIT,
+        metavar="S",
+        help="once the work runs out, keep running for timers that fall due within S more seconds "
+        "(default: %(default)s)",
+    )
     _store_options(parser, charts="run the recovered instances")
 
 
@@ -740,6 +764,8 @@ def _recover(args: argparse.Namespace) -> int:
         raise CommandError(f"--workers must be at least 1, got {args.workers}")
     if not args.timeout > 0:
         raise CommandError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if not args.wait >= 0:
+        raise CommandError(f"--wait must be zero or a positive number of seconds, got {args.wait}")
     runner = ThreadedRunner(args.workers)
     progress = _Progress()
     with _opened(args, charts_for="run the recovered instances", runner=runner, run_tasks=True) as engine:
@@ -749,6 +775,7 @@ def _recover(args: argparse.Namespace) -> int:
         acquired = engine.resume_all()
         runner.start()
         idle = interrupted = False
+        horizon: float | None = None  # timers due by then are waited for
         try:
             while not idle:
                 elapsed = time.monotonic() - started
@@ -756,17 +783,29 @@ def _recover(args: argparse.Namespace) -> int:
                     break
                 status = f"acquired {acquired}  processed {runner.units}  {elapsed:.1f}s"
                 progress.show(status, key=(acquired, runner.units))
-                idle = runner.wait_until_idle(min(0.2, args.timeout - elapsed))
+                if not runner.wait_until_idle(min(0.2, args.timeout - elapsed)):
+                    continue
+                now = engine.clock.now()
+                horizon = now + args.wait if horizon is None else horizon
+                due = runner.next_deadline()
+                if due is None or due > horizon:
+                    idle = True
+                else:  # the timer thread releases it when due
+                    time.sleep(max(0.0, min(0.2, due - now, args.timeout - elapsed)))
         except KeyboardInterrupt:
             interrupted = True  # stop as on a timeout: the units in progress finish first
         runner.stop()
         elapsed = time.monotonic() - started
         processed, errors = runner.units, list(runner.errors)
+        timers, now = runner.pending_timers(), engine.clock.now()
         progress.show(f"acquired {acquired}  processed {processed}  {elapsed:.1f}s", key=None, final=True)
         engine.listing.catch_up()
         in_flight = engine.listing.rows(in_flight=True)
     parked = sum(1 for row in in_flight if row.parked and row.is_root)
-    if idle:
+    if idle and timers:
+        ending = f"idle, with timers due after the {args.wait:g}s --wait"
+        waiting = ", waiting for events, timers or children"
+    elif idle:
         ending, waiting = "idle", ", waiting for events, timers or children"
     else:
         stopped = "interrupted" if interrupted else f"stopped by the {args.timeout:g}s timeout"
@@ -776,12 +815,18 @@ def _recover(args: argparse.Namespace) -> int:
     _out(f"processed:  {processed} unit(s) of work")
     _out(f"in flight:  {len(in_flight)} instance(s){waiting}")
     _out(f"parked:     {parked} root(s){' (see `incarnate parked`)' if parked else ''}")
+    if timers:
+        due = timers[0][0]
+        _out(
+            f"timers:     {len(timers)} pending, next due at {_when(due)} (in {max(0.0, due - now):.0f}s): "
+            "run `incarnate recover` again then, or keep an engine running on this store"
+        )
     if errors:
         _out(f"errors:     {len(errors)}")
         for error in errors[:5]:
             _out(f"  {type(error).__name__}: {error}")
         return 1
-    return 0
+    return TIMERS_PENDING if idle and timers else 0
 
 
 # ------------------------------------------------------------ the commands

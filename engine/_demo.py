@@ -6,15 +6,23 @@ retried; then it waits at a human gate for approval. The demo runs it in a
 child OS process, kills that process with SIGKILL mid-flight, and lets a
 fresh engine over the same SQLite file recover the exact incarnations and
 finish the order.
+
+The demo runs on a file of its own (:data:`DEFAULT_DB`), never on the
+default store of the other commands, and it never destroys a store it did
+not create: it replaces an existing file only when :func:`demo_store_problem`
+proves the file holds nothing but an earlier demo's records.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +31,10 @@ from uuid import UUID
 
 import attrs
 
-from aggregates import Instance, InstanceStatus, Ref
+from aggregates import ChartVersion, Instance, InstanceStatus, Ref
+from engine._cli import CommandError
 from engine._engine import Engine
+from engine._listing import ROWS_TABLE, TRACKING_TABLE
 from engine._runners import ThreadedRunner
 from engine._storage import Storage
 from engine._tasks import TaskCall
@@ -47,6 +57,8 @@ from statechart import (
 
 ORDER_ID = UUID("0d3e0000-0000-4000-8000-00000000d3e0")
 KILL_MARK = "KILL-POINT"
+DEFAULT_DB = "incarnate-demo.db"
+"""The demo's own default file: not ``incarnate.db``, the default store of every other command."""
 
 
 @attrs.frozen
@@ -174,6 +186,111 @@ def worker(db: str) -> int:
     return 0
 
 
+# ------------------------------------------------------- the demo's store
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_EVENT_TABLES = ("stored_events", "snapshots")
+"""The tables of the library's SQLite recorders whose rows name an aggregate."""
+_MAX_GENERATION = 1000
+"""Generations of the order's child slots recognised as the demo's (one run uses fewer than 10)."""
+
+
+def _demo_ids() -> set[UUID]:
+    """Every id a demo record can have: the order, its possible children, the demo's chart versions."""
+    slots = [("pack", item) for item in Order().items] + [("charge", "")]
+    children = {
+        Ref(ORDER_ID, site, key, generation).child_id
+        for site, key in slots
+        for generation in range(1, _MAX_GENERATION + 1)
+    }
+    versions = {ChartVersion.id_for(chart.name, chart.fingerprint) for chart in CHARTS}
+    return {ORDER_ID} | children | versions
+
+
+def demo_store_problem(db: str) -> str | None:
+    """Why the file ``db`` may not be replaced by the demo, or None when it may.
+
+    It may be replaced when it does not exist, is empty, or is a SQLite store
+    whose every record belongs to the demo: the order (:data:`ORDER_ID`), a
+    child in one of the order's slots (their ids derive from the order's id,
+    the site, the member key and the generation), or the registration of one
+    of the demo's charts. Anything that cannot be proved so is a problem: the
+    file is only read, never changed (a database with a write-ahead log is
+    read from a temporary copy, so that not even a lock file appears beside
+    it).
+    """
+    path = Path(db)
+    if not path.exists():
+        return None
+    if path.is_dir():
+        return "it is a directory"
+    if not path.is_file():
+        return "it is not a regular file"
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except OSError as err:
+        return f"it cannot be read ({err.strerror})"
+    if not header:
+        return None  # an empty file holds nothing to lose
+    if header != _SQLITE_HEADER:
+        return "it is not a SQLite database"
+    wal = Path(f"{path}-wal")
+    try:
+        if wal.is_file() and wal.stat().st_size > 0:
+            with tempfile.TemporaryDirectory(prefix="incarnate-demo-") as folder:
+                copy = Path(folder) / "store.db"
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, f"{copy}-wal")
+                return _foreign_records(sqlite3.connect(copy))
+        uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        return _foreign_records(sqlite3.connect(uri, uri=True))
+    except (OSError, sqlite3.Error) as err:
+        return f"it cannot be read as a SQLite database ({err})"
+
+
+def _foreign_records(connection: sqlite3.Connection) -> str | None:
+    """What in the open store is not the demo's, or None (the connection is closed)."""
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        other = sorted(tables - {*_EVENT_TABLES, ROWS_TABLE, TRACKING_TABLE})
+        if other:
+            return f"it has tables the demo does not write ({', '.join(other)})"
+        owned = _demo_ids()
+        charts: dict[UUID, str] = {}
+        if ROWS_TABLE in tables:  # only to name what is foreign
+            for instance_id, name in connection.execute(f"SELECT id, name FROM {ROWS_TABLE}"):
+                charts[UUID(str(instance_id))] = str(name)
+        foreign: set[UUID] = set()
+        for table in sorted(tables & set(_EVENT_TABLES)):
+            for (originator,) in connection.execute(f"SELECT DISTINCT originator_id FROM {table}"):
+                if UUID(str(originator)) not in owned:
+                    foreign.add(UUID(str(originator)))
+    finally:
+        connection.close()
+    if not foreign:
+        return None
+    names = sorted({f"{charts[i]!r}" for i in foreign if i in charts})
+    what = f" (instances of {', '.join(names)})" if names else ""
+    return f"it holds the records of {len(foreign)} instance(s) or chart(s) that are not the demo's{what}"
+
+
+def _claim_store(path: Path) -> None:
+    """Remove an earlier demo's file, or raise :class:`CommandError` and leave the file as it is."""
+    problem = demo_store_problem(str(path))
+    if problem is not None:
+        raise CommandError(
+            f"{str(path)!r} exists and {problem}; the demo never replaces a store it did not write. "
+            "Run it on another file: incarnate demo --db NEW_PATH"
+        )
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)  # a narration: each line shows as it happens, even through a pipe
+
+
 # ---------------------------------------------------------------- the demo
 
 
@@ -218,11 +335,15 @@ def _wait(engine: Engine, done: Callable[[], bool], timeout: float) -> bool:
     return done()
 
 
-def run_demo(db: str, out: Callable[[str], None] = print, *, timeout: float = 30.0) -> int:
-    """Run, kill and recover the order; print the call tree and the timeline before and after."""
+def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout: float = 30.0) -> int:
+    """Run, kill and recover the order; print the call tree and the timeline before and after.
+
+    An existing ``db`` is replaced only when it holds nothing but an earlier
+    demo's records; otherwise :class:`~engine._cli.CommandError` is raised
+    and the file is left untouched.
+    """
     path = Path(db)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    _claim_store(path)
     out(f"incarnate demo: an order, its children and a task on {path.resolve()}")
     out("")
     out("1. A worker process runs the order: one packer child per item, a card charge whose")
@@ -237,17 +358,22 @@ def run_demo(db: str, out: Callable[[str], None] = print, *, timeout: float = 30
     commits = 0
     killed = False
     started = time.monotonic()
-    for raw in process.stdout:
-        line = raw.rstrip()
-        if line == KILL_MARK:
-            os.kill(process.pid, signal.SIGKILL)
-            killed = True
-            break
-        if line.startswith("commit"):
-            commits += 1
-            out(f"   worker {process.pid} | {line}")
-        if time.monotonic() - started > timeout:
-            break
+    try:
+        for raw in process.stdout:
+            line = raw.rstrip()
+            if line == KILL_MARK:
+                os.kill(process.pid, signal.SIGKILL)
+                killed = True
+                break
+            if line.startswith("commit"):
+                commits += 1
+                out(f"   worker {process.pid} | {line}")
+            if time.monotonic() - started > timeout:
+                break
+    except BaseException:  # an interrupt, or our output closed: never leave the worker running
+        process.kill()
+        process.wait()
+        raise
     if not killed:
         process.kill()
         process.wait()
@@ -337,7 +463,7 @@ def run_demo(db: str, out: Callable[[str], None] = print, *, timeout: float = 30
 def main(argv: list[str] | None = None) -> int:
     """``python -m engine._demo [--db PATH] [worker]``."""
     parser = argparse.ArgumentParser(prog="incarnate demo")
-    parser.add_argument("--db", default="incarnate.db")
+    parser.add_argument("--db", default=DEFAULT_DB)
     parser.add_argument("role", nargs="?", default="demo", choices=["demo", "worker"])
     args = parser.parse_args(argv)
     if args.role == "worker":

@@ -182,3 +182,80 @@ def test_python_dash_m_engine_runs_the_command_line() -> None:
     )
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == to_dot(sample_charts.ORDER)
+
+
+# ------------------------------------------------------------ the last guard
+
+MAKERS = (
+    "from statechart.errors import StepError\n"
+    "def broken():\n"
+    "    raise RuntimeError('the chart maker broke\\non two lines')\n"
+    "def refused():\n"
+    "    raise StepError('no chart today; ask again tomorrow')\n"
+    "def interrupted():\n"
+    "    raise KeyboardInterrupt\n"
+)
+
+
+@pytest.fixture
+def makers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A module of chart makers that raise, on the import path; its name."""
+    (tmp_path / "raising_makers.py").write_text(MAKERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("INCARNATE_DEBUG", raising=False)
+    return "raising_makers"
+
+
+def test_an_unexpected_error_is_one_line_naming_a_bug(
+    capsys: pytest.CaptureFixture[str], makers: str
+) -> None:
+    """An exception no command expects exits 70 with one line naming it, and no traceback."""
+    status, out, err = run(capsys, "diagram", f"{makers}:broken")
+    assert (status, out) == (70, "")
+    assert err.splitlines() == [
+        "incarnate diagram: error: unexpected RuntimeError: the chart maker broke on two lines; this is a "
+        "bug in incarnate: please report it with the command line and the traceback (run it again with "
+        "INCARNATE_DEBUG=1 to print it)"
+    ]
+
+
+def test_incarnate_debug_prints_the_traceback(
+    capsys: pytest.CaptureFixture[str], makers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With INCARNATE_DEBUG=1 the traceback precedes the one-line error."""
+    monkeypatch.setenv("INCARNATE_DEBUG", "1")
+    status, _, err = run(capsys, "diagram", f"{makers}:broken")
+    assert status == 70
+    assert err.startswith("Traceback (most recent call last):")
+    assert err.splitlines()[-1].startswith("incarnate diagram: error: unexpected RuntimeError: ")
+    assert err.splitlines()[-1].endswith("(printed above)")
+
+
+def test_a_project_error_is_one_line_with_status_2(capsys: pytest.CaptureFixture[str], makers: str) -> None:
+    """An IncarnateError no command translated exits 2 with its message on one line."""
+    status, out, err = run(capsys, "diagram", f"{makers}:refused")
+    assert (status, out) == (2, "")
+    assert err == "incarnate diagram: error: no chart today; ask again tomorrow\n"
+
+
+def test_an_interrupt_exits_130_quietly(capsys: pytest.CaptureFixture[str], makers: str) -> None:
+    """Ctrl-C during a command exits 130 and prints nothing."""
+    assert run(capsys, "diagram", f"{makers}:interrupted") == (130, "", "")
+
+
+@pytest.mark.slow
+def test_python_dash_m_engine_cli_runs_the_command_line(tmp_path: Path) -> None:
+    """``python -m engine._cli`` runs the command line like the installed script (no import cycle)."""
+    empty = tmp_path / "store.db"
+    empty.write_text("")  # an empty SQLite file: a store with no tables yet
+    result = subprocess.run(
+        [sys.executable, "-m", "engine._cli", "list", "--db", str(empty)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("no instances in flight")

@@ -4,6 +4,7 @@ resolve, terminate and recover, over a SQLite file an engine wrote."""
 from __future__ import annotations
 
 import io
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -379,6 +380,58 @@ def test_send_refuses_bad_data_and_finished_instances(
     status, _, err = run(capsys, "send", str(store.charging), "pay", "--db", store.db)
     assert status == 2
     assert f"instance {store.charging} is done and accepts no further events" in err
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ("NaN", "--data 'NaN' is not accepted: NaN is not a JSON value (JSON has no NaN or Infinity)"),
+        ("Infinity", "Infinity is not a JSON value"),
+        ("-Infinity", "-Infinity is not a JSON value"),
+        ('{"x": [NaN]}', "NaN is not a JSON value"),
+        ("1e400", "the number 1e400 is out of range of a 64-bit float; send a smaller number, or a string"),
+        ("1" * 5000, "an integer of 5000 digits, and integers may have at most 4300; send a longer number"),
+        ("-" + "9" * 4301, "an integer of 4301 digits"),
+        ("[" * 5000 + "]" * 5000, "nests lists and objects 5000 levels deep, and at most 100 are accepted"),
+        ('{"a":' * 5000 + "1" + "}" * 5000, "nests lists and objects 5000 levels deep"),
+        ("[" * 101 + "]" * 101, "nests lists and objects 101 levels deep, and at most 100"),
+        ("{oops", "--data '{oops' is not JSON (Expecting property name"),
+    ],
+)
+def test_send_refuses_data_that_is_not_json_data(
+    capsys: pytest.CaptureFixture[str], store: Store, data: str, expected: str
+) -> None:
+    """Data outside JSON (NaN, infinities, huge integers, deep nesting) exits 2 with one line naming it."""
+    status, out, err = run(capsys, "send", str(store.kid), "finish", f"--data={data}", "--db", store.db)
+    assert (status, out) == (2, "")
+    [line] = err.splitlines()
+    assert line.startswith("incarnate send: error: --data ")
+    assert expected in line
+    assert len(line) < 400, "the message shows a long value shortened"
+    engine = store.engine()
+    try:
+        assert engine.instance(store.kid).record.inbox == ()
+    finally:
+        engine.close()
+
+
+def test_send_accepts_the_documented_limits(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """Lists nested 100 deep and a 4300-digit integer are accepted; brackets in strings do not nest."""
+    deep = "[" * 100 + "]" * 100
+    status, _, err = run(capsys, "send", str(store.kid), "finish", "--data", deep, "--db", store.db)
+    assert (status, err) == (0, "")
+    big = "7" * 4300
+    status, _, err = run(capsys, "send", str(store.kid), "finish", "--data", big, "--db", store.db)
+    assert (status, err) == (0, "")
+    brackets = json.dumps({"text": "[" * 500 + '\\"{'})
+    status, _, err = run(capsys, "send", str(store.kid), "finish", "--data", brackets, "--db", store.db)
+    assert (status, err) == (0, "")
+    engine = store.engine()
+    try:
+        inbox = engine.instance(store.kid).record.inbox
+    finally:
+        engine.close()
+    assert [m.event.data for m in inbox][1:] == [int(big), json.loads(brackets)]
 
 
 # ------------------------------------------------------------------- cancel
