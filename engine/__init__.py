@@ -17,7 +17,9 @@ from engine.errors import (
     ConfigurationError,
     EngineError,
     InstanceTerminated,
+    PayloadTooLarge,
     StorageError,
+    StoreUnreachable,
     UnknownInstance,
 )
 
@@ -32,9 +34,11 @@ __all__ = [
     "Listing",
     "MigrationRejected",
     "ParkedRoot",
+    "PayloadTooLarge",
     "Runner",
     "Storage",
     "StorageError",
+    "StoreUnreachable",
     "SystemClock",
     "TaskCall",
     "TaskFunction",

@@ -9,12 +9,20 @@ import socket
 import sqlite3
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import ApplicationRecorder, IntegrityError, Mapper, PersistenceError
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    EventStore,
+    IntegrityError,
+    Mapper,
+    MapperDeserialisationError,
+    PersistenceError,
+)
 
 from aggregates import (
     BirthFacts,
@@ -25,16 +33,24 @@ from aggregates import (
     InstanceSnapshot,
     InstanceStatus,
 )
-from aggregates.errors import InputMismatch, InvalidCommand
+from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
 from engine._clock import Clock, SystemClock
+from engine._limits import LimitedEventStore, positive_int
 from engine._listing import Listing
 from engine._process import Decision, decide
-from engine._recovery import ParkedRoot, acquire, migrate, parked, resolve, terminate
+from engine._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
 from engine._runners import DeterministicRunner, Runner
 from engine._storage import Storage
 from engine._tasks import TaskFunction, run_task
 from engine._work import UnitOfWork
-from engine.errors import ConfigurationError, EngineError, InstanceTerminated, StorageError, UnknownInstance
+from engine.errors import (
+    ConfigurationError,
+    EngineError,
+    InstanceTerminated,
+    PayloadTooLarge,
+    StorageError,
+    UnknownInstance,
+)
 from projections import Checkpoint, resume_plan
 from statechart import (
     Chart,
@@ -45,12 +61,15 @@ from statechart import (
     Snapshot,
     SnapshotCodec,
     check_json,
+    error_invoke_event,
 )
 from statechart.errors import CodecError
 
 log = logging.getLogger("incarnate.engine")
 
 MAX_CONFLICT_RETRIES = 20
+RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
+"""Event names that report a child's outcome: they must carry the invoke id of its incarnation."""
 DEFAULT_CACHE_SIZE = 50_000
 """Instances an engine keeps in memory (committed copies, decoded snapshots, the library's cache)."""
 
@@ -73,6 +92,21 @@ def project(aggregate: Any, events: Iterable[Any]) -> Any:
     return aggregate
 
 
+def _make_room(cache: OrderedDict[UUID, Any], size: int, incoming: UUID) -> None:
+    """Evict the oldest entries until ``incoming`` fits in ``size`` entries.
+
+    ``popitem`` is atomic, unlike ``del cache[next(iter(cache))]``, so a
+    writer that does not hold the cache lock cannot make it fail.
+    """
+    if incoming in cache:
+        return
+    while len(cache) >= size:
+        try:
+            cache.popitem(last=False)
+        except KeyError:  # emptied meanwhile
+            return
+
+
 _MEMORY_STORES: dict[str, ApplicationRecorder] = {}
 _MEMORY_LOCK = threading.Lock()
 
@@ -81,6 +115,41 @@ def forget_memory_store(name: str) -> None:
     """Drop a named in-memory store (tests call this when done with it)."""
     with _MEMORY_LOCK:
         _MEMORY_STORES.pop(name, None)
+
+
+@contextlib.contextmanager
+def _decoding(instance_id: UUID) -> Iterator[None]:
+    """Stored records of ``instance_id`` that do not decode raise :class:`CorruptRecord` (the edge)."""
+    try:
+        yield
+    except MapperDeserialisationError as error:
+        raise CorruptRecord.of(instance_id, error) from error
+
+
+class SnapshotStore(EventStore[UUID]):
+    """The snapshot store: a snapshot that does not decode is skipped with a warning.
+
+    Snapshots only save time: without one the aggregate is replayed from its
+    events, which stay the truth, so a corrupted snapshot never costs
+    correctness.
+    """
+
+    def get(
+        self,
+        originator_id: UUID,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Any]:
+        """The snapshots that decode, as the library selects them."""
+        records = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        for record in records:
+            try:
+                yield self.mapper.to_domain_event(record)
+            except MapperDeserialisationError as error:
+                log.warning("skipping a snapshot of %s; replaying its events: %s", originator_id, error)
 
 
 def _engine_id() -> str:
@@ -109,9 +178,16 @@ class Engine(Application[UUID]):
         env: Mapping[str, str] | None = None,
         snapshot_interval: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        max_payload_bytes: int | None = None,
     ) -> None:
         self.storage = storage if storage is not None else Storage.from_env()
         merged = self.storage.env()
+        # Checked on each encoded event before the recorder is called (see construct_event_store).
+        self.max_payload_bytes = (
+            positive_int(max_payload_bytes, "max_payload_bytes")
+            if max_payload_bytes is not None
+            else self.storage.payload_limit()
+        )
         if snapshot_interval is not None:
             if snapshot_interval < 1:
                 raise ConfigurationError(f"snapshot_interval must be at least 1, got {snapshot_interval}")
@@ -120,16 +196,38 @@ class Engine(Application[UUID]):
         # Instances are cached and fast-forwarded from the store before use, so a
         # unit of work reads only the events it has not seen (writes by other
         # engines included); commands always get a private copy.
+        if cache_size < 1:
+            raise ConfigurationError(
+                f"cache_size must be at least 1 instance, got {cache_size}; "
+                f"the default is {DEFAULT_CACHE_SIZE}"
+            )
         self.cache_size = cache_size
         merged.setdefault("AGGREGATE_CACHE_MAXSIZE", str(cache_size))
         if env:
             merged.update(env)
+        if self.storage.kind == "postgres":
+            # One direct connection first: an unreachable server, a missing database or a
+            # refused user is reported at once, by name, instead of as a pool timeout.
+            from engine._postgres import check_connection
+
+            check_connection(self.storage, self.storage.timeout("connect_timeout"))
         try:
             super().__init__(env=merged)
-        except (PersistenceError, sqlite3.DatabaseError) as error:
+        except (PersistenceError, sqlite3.DatabaseError, OSError) as error:
+            factory = getattr(self, "factory", None)
+            if factory is not None:
+                with contextlib.suppress(Exception):
+                    factory.close()  # stop the pool's connection attempts
+            if self.storage.kind == "postgres":
+                from engine._postgres import check_connection
+
+                check_connection(self.storage, self.storage.timeout("connect_timeout"))
             raise StorageError(f"cannot open {self.storage.describe()}: {error}") from error
         self.acquired: set[UUID] = set()
-        self._latest: dict[UUID, Instance] = {}
+        # Runner threads share the caches below: ``_cache_lock`` serialises their
+        # writers, and eviction pops atomically, so a full cache never raises.
+        self._cache_lock = threading.Lock()
+        self._latest: OrderedDict[UUID, Instance] = OrderedDict()
         self._listing: Listing | None = None
         self.engine_id = engine_id or _engine_id()
         self.clock: Clock = clock or SystemClock()
@@ -137,7 +235,7 @@ class Engine(Application[UUID]):
         self.charts: dict[str, Chart[Any]] = {}
         self.tasks: dict[str, TaskFunction] = {}
         self._codecs: dict[str, SnapshotCodec[Any]] = {}
-        self._decoded: dict[UUID, tuple[int, Snapshot[Any]]] = {}
+        self._decoded: OrderedDict[UUID, tuple[int, Snapshot[Any]]] = OrderedDict()
         self.hooks: list[Callable[[str, UnitOfWork], None]] = []
         for chart in charts:
             self.register(chart)
@@ -168,6 +266,15 @@ class Engine(Application[UUID]):
             if recorder is None:
                 recorder = _MEMORY_STORES[name] = super().construct_recorder()
             return recorder
+
+    def construct_event_store(self) -> EventStore[UUID]:
+        """Events are refused, before anything is written, when one is over ``max_payload_bytes``."""
+        return LimitedEventStore(self.mapper, self.recorder, self.max_payload_bytes)
+
+    def construct_snapshot_store(self) -> EventStore[UUID]:
+        """Snapshots that do not decode are skipped (see :class:`SnapshotStore`)."""
+        recorder = self.factory.aggregate_recorder(purpose="snapshots")
+        return SnapshotStore(mapper=self.mapper, recorder=recorder)
 
     def register(self, chart: Chart[Any]) -> None:
         """Register a chart under its name."""
@@ -228,18 +335,46 @@ class Engine(Application[UUID]):
                 snapshot = self._codecs[chart.name].decode(record.snapshot)
             except CodecError:
                 return
-        while len(self._decoded) >= self.cache_size:
-            del self._decoded[next(iter(self._decoded))]
-        self._decoded[instance.id] = (instance.version, snapshot)
+        with self._cache_lock:
+            known = self._decoded.get(instance.id)
+            if known is not None and known[0] > instance.version:
+                return  # another thread remembered a newer version
+            _make_room(self._decoded, self.cache_size, instance.id)
+            self._decoded[instance.id] = (instance.version, snapshot)
 
     # -------------------------------------------------------- commands
 
     def start(self, chart: str, input: JsonValue = None, *, id: UUID | None = None) -> UUID:
-        """Start a root instance of ``chart``; its first macrostep is committed with its creation."""
+        """Start a root instance of ``chart``; its first macrostep is committed with its creation.
+
+        ``input`` is validated strictly against the chart's context class
+        before anything is stored (see :func:`statechart.context_from_input`):
+        an unknown field, a value of another type (no conversion between str,
+        int, float and bool; an int is accepted for a float) or a str given
+        for a collection raises :class:`~statechart.errors.CodecError`.
+        """
+        from statechart import context_from_input
+        from statechart.errors import IncarnateError
+
         found = self.charts.get(chart)
         if found is None:
             raise EngineError(f"chart {chart!r} is not registered (registered: {sorted(self.charts)})")
-        check_json(input, "input")
+        try:
+            check_json(input, "input")
+        except TypeError as error:
+            raise CodecError(
+                chart, "input", f"{error}; fix: pass plain JSON data (lists, not tuples or sets)"
+            ) from error
+        try:
+            context_from_input(found, input)
+        except IncarnateError:
+            raise
+        except Exception as error:  # the author's context_from_input refused it
+            raise CodecError(
+                chart,
+                "input",
+                f"context_from_input raised {type(error).__name__}: {error}; fix: pass an input it accepts",
+            ) from error
         instance = Instance.start_root(
             id=id or uuid.uuid4(),
             kind=InstanceKind.CHART,
@@ -263,16 +398,47 @@ class Engine(Application[UUID]):
         """Durably accept an event for an instance; returns its inbox sequence number.
 
         The event is in the store when this returns and is processed exactly
-        once. With ``key``, a repeated send with the same key is accepted once
-        (the repeat returns None).
+        once. With ``key``, a repeated send with the same key is accepted once:
+        every repeat returns None, whatever the instance's status (running,
+        finished, cancelled, failed). A new key, or no key, to a finished
+        instance raises :class:`InstanceTerminated`.
+
+        The name must be a non-empty str and the data plain JSON (no tuple,
+        set or object; nothing is converted), else :class:`EngineError` is
+        raised and nothing is stored.
         """
         if isinstance(event, str):
-            event = Event(event, check_json(data, "data"))
-        if not event.name:
-            raise EngineError("an event needs a name")
+            name: object = event
+            event = Event(event, data)
+        else:
+            name = event.name if isinstance(event, Event) else event
+        if not isinstance(event, Event) or not isinstance(name, str) or not name:
+            raise EngineError(
+                f"cannot send {name!r} to instance {instance_id}: an event needs a non-empty str "
+                "name; pass send(id, 'name', data) or send(id, Event('name', data))"
+            )
+        try:
+            check_json(event.data, "data")
+        except TypeError as error:
+            raise EngineError(
+                f"cannot send {name!r} to instance {instance_id}: {error}; event data must be "
+                "plain JSON (None, bool, int, float, str, lists, dicts with str keys)"
+            ) from error
+        if key is not None and not isinstance(key, str):
+            raise EngineError(f"the key of a send must be a str, got {type(key).__name__} {key!r}")
+        if event.invoke_id is None and name.startswith(RESERVED_PREFIXES):
+            raise EngineError(
+                f"cannot send {name!r} to instance {instance_id}: names starting with "
+                f"{', '.join(repr(p) for p in RESERVED_PREFIXES)} report a child's outcome and must "
+                "name its incarnation; choose another event name, or build the outcome with "
+                "done_invoke_event()/error_invoke_event()"
+            )
         fresh = False
         for _ in range(MAX_CONFLICT_RETRIES):
             instance = self.instance(instance_id, fresh=fresh)
+            if key is not None and key in instance.record.keys:
+                # Keys are only ever added: even this engine's older copy proves the repeat.
+                return None
             if instance.record.status.finished:
                 if not fresh:
                     fresh = True
@@ -336,8 +502,9 @@ class Engine(Application[UUID]):
     # ---------------------------------------------------------- queries
 
     def events_of(self, instance_id: UUID) -> list[Any]:
-        """Every stored event of an instance, oldest first."""
-        events = list(self.events.get(instance_id))
+        """Every stored event of an instance, oldest first (:class:`CorruptRecord` if one does not decode)."""
+        with _decoding(instance_id):
+            events = list(self.events.get(instance_id))
         if not events:
             raise UnknownInstance(instance_id)
         return events
@@ -371,17 +538,18 @@ class Engine(Application[UUID]):
             latest = self._latest.get(aggregate_id)
             if latest is not None:
                 return _clone(latest)
-        cached = self.repository.get(aggregate_id, projector_func=project, deepcopy_from_cache=False)
+        with _decoding(aggregate_id):
+            cached = self.repository.get(aggregate_id, projector_func=project, deepcopy_from_cache=False)
         return _clone(cached)
 
     def _saw(self, instances: Iterable[Instance]) -> None:
         """Remember the committed copies (newest version wins; the oldest entries go first)."""
-        while len(self._latest) >= self.cache_size:
-            del self._latest[next(iter(self._latest))]
-        for instance in instances:
-            known = self._latest.get(instance.id)
-            if known is None or known.version < instance.version:
-                self._latest[instance.id] = _clone(instance)
+        with self._cache_lock:
+            for instance in instances:
+                known = self._latest.get(instance.id)
+                if known is None or known.version < instance.version:
+                    _make_room(self._latest, self.cache_size, instance.id)
+                    self._latest[instance.id] = _clone(instance)
 
     def instances(self) -> Iterator[Instance]:
         """Every instance in the store, in order of creation."""
@@ -398,7 +566,8 @@ class Engine(Application[UUID]):
             found = list(self.snapshots.get(instance_id, desc=True, limit=1))
             if found and isinstance(found[0], InstanceSnapshot):
                 start = found[0]
-        events = list(self.events.get(instance_id, gt=start.originator_version if start else None))
+        with _decoding(instance_id):
+            events = list(self.events.get(instance_id, gt=start.originator_version if start else None))
         if start is None and not events:
             raise UnknownInstance(instance_id)
         return start, events
@@ -499,6 +668,42 @@ class Engine(Application[UUID]):
                     return None
             except UnknownInstance:
                 return None
+        try:
+            return self._process(instance_id)
+        except CorruptRecord as error:
+            # A record of this instance (or of one its unit of work reads) does not decode:
+            # park the tree it belongs to instead of failing the runner.
+            park_corrupt(self, error, instance_id)
+            return None
+        except PayloadTooLarge as error:
+            return self._fail_oversized(instance_id, error)
+
+    def _fail_oversized(self, instance_id: UUID, error: PayloadTooLarge) -> Decision | None:
+        """A unit of work that would store an oversized event fails its instance instead.
+
+        Nothing of that unit of work was written; the instance fails with an
+        incident naming the size and the limit, and its parent is told, as for
+        a macrostep that cannot be computed.
+        """
+        log.warning("%s", error)
+        for _ in range(MAX_CONFLICT_RETRIES):
+            uow = UnitOfWork(self)
+            instance = uow.load(instance_id)
+            if instance is None or instance.record.status.finished:
+                return None
+            detail: dict[str, JsonValue] = {"error": type(error).__name__, "message": str(error)}
+            instance.record_incident("payload-too-large", str(error), park=False)
+            instance.fail(detail)
+            uow.tell_parent(instance, self.clock.now(), error_invoke_event, detail)
+            try:
+                self._commit(uow)
+            except IntegrityError:
+                continue
+            self._enact(uow)
+            return Decision("failed", str(error))
+        raise StorageError(f"could not record the failure of {instance_id}: too many concurrent writers")
+
+    def _process(self, instance_id: UUID) -> Decision | None:
         careful = False
         fresh = False
         for _ in range(MAX_CONFLICT_RETRIES):
@@ -591,7 +796,9 @@ class Engine(Application[UUID]):
 
         Roots are acquired first, each with its retained children (a child is
         never revived on its own); a leftover child whose caller has finished
-        is cancelled, finishing the interrupted cascade.
+        is cancelled, finishing the interrupted cascade. A tree with a stored
+        record that does not decode is parked with an incident naming it; the
+        other trees recover as usual.
         """
         self.listing.catch_up()
         roots: list[UUID] = []

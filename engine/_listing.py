@@ -13,6 +13,11 @@ The listing is a view that may lag the log: it shows what had been folded
 at its last :meth:`Listing.catch_up`. It decides nothing. Whoever resumes,
 claims or resolves an instance it lists reloads the aggregate and decides
 on that.
+
+Corruption never stops it: a stored event that does not decode is folded
+from its position alone (see :func:`projections._listing.apply_undecodable`),
+and a stored row or position that does not read makes the listing rebuild
+itself from the log, each with a logged warning.
 """
 
 from __future__ import annotations
@@ -21,23 +26,35 @@ import abc
 import contextlib
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import weakref
-from collections.abc import Collection, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import Notification, PersistenceError
+from eventsourcing.utils import TopicError, resolve_topic
 
 from aggregates.errors import DecodeError
 from engine.errors import EngineError, StorageError
-from projections._listing import ListingRow, apply_notification, needs_state, select_rows
+from projections._listing import (
+    INSTANCE_TOPIC_PREFIX,
+    ListingRow,
+    apply_notification,
+    apply_undecodable,
+    needs_state,
+    select_rows,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
     from engine._engine import Engine
+
+log = logging.getLogger("incarnate.listing")
+_T = TypeVar("_T")
 
 BATCH_SIZE = 500
 """How many notifications one catch-up transaction folds at most."""
@@ -57,6 +74,13 @@ _READ_COLUMNS = ", ".join(c for c in _COLUMNS if c != "seq")
 
 Change = tuple[int, ListingRow]
 """A row to write, with its insertion sequence (used only when the row is new)."""
+
+
+class _UnreadableRow(Exception):
+    """A stored listing row (or the position) does not read back; the listing rebuilds itself."""
+
+    def __init__(self, key: object, error: Exception) -> None:
+        super().__init__(f"listing row {key}: {type(error).__name__}: {error}")
 
 
 class Listing:
@@ -104,16 +128,40 @@ class Listing:
             raise ValueError(f"limit must not be negative, got {limit}")
         with self._lock:
             self._require_open()
-            processed = 0
-            while limit is None or processed < limit:
-                size = self.batch_size if limit is None else min(self.batch_size, limit - processed)
-                done = self._fold_batch(size)
-                if done is None:
-                    continue  # another listing moved the position first: start again from it
-                processed += done
-                if done < size:
-                    break
-            return processed
+            return self._readable(lambda: self._catch_up(limit))
+
+    def _catch_up(self, limit: int | None) -> int:
+        processed = 0
+        while limit is None or processed < limit:
+            size = self.batch_size if limit is None else min(self.batch_size, limit - processed)
+            done = self._fold_batch(size)
+            if done is None:
+                continue  # another listing moved the position first: start again from it
+            processed += done
+            if done < size:
+                break
+        return processed
+
+    def _readable(self, read: Callable[[], _T]) -> _T:
+        """``read()``; if a stored row does not read back, rebuild the listing from the log and retry once."""
+        try:
+            return read()
+        except _UnreadableRow as error:
+            log.warning(
+                "%s in %s does not read; rebuilding the listing from the event log",
+                error,
+                self.engine.storage.describe(),
+            )
+        with self._storage_errors("reset the listing"):
+            self._backend.reset()
+        try:
+            self._catch_up(None)
+            return read()
+        except _UnreadableRow as error:
+            raise StorageError(
+                f"the listing in {self.engine.storage.describe()} does not read back after a rebuild: "
+                f"{error}; check the database"
+            ) from error
 
     def _fold_batch(self, size: int) -> int | None:
         """Fold and write one batch; its size, or None when another writer advanced first."""
@@ -129,9 +177,7 @@ class Listing:
         rows = dict(before)
         first_seen: dict[UUID, int] = {}
         for notification, originator in zip(notifications, originators, strict=True):
-            topic = notification.topic
-            state = self._decode(notification, originator) if needs_state(topic) else {}
-            apply_notification(rows, topic, originator, notification.originator_version, state)
+            self._fold(rows, notification, originator)
             if originator not in before and originator in rows:
                 first_seen.setdefault(originator, notification.id)
         changes = sorted(
@@ -141,6 +187,26 @@ class Listing:
         with self._storage_errors("write listing rows"):
             advanced = backend.write(changes, position, notifications[-1].id)
         return len(notifications) if advanced else None
+
+    def _fold(self, rows: dict[UUID, ListingRow], notification: Notification, originator: UUID) -> None:
+        topic = notification.topic
+        version = notification.originator_version
+        try:
+            if not topic.startswith(INSTANCE_TOPIC_PREFIX):
+                resolve_topic(topic)  # another aggregate's event (ignored), or an unreadable topic
+            state = self._decode(notification, originator) if needs_state(topic) else {}
+            apply_notification(rows, topic, originator, version, state)
+        except (DecodeError, TopicError) as error:
+            log.warning(
+                "listing: stored event %s of %s at version %s does not decode (%s: %s); "
+                "listed from its position only, recovery will park its call tree",
+                topic,
+                originator,
+                version,
+                type(error).__name__,
+                error,
+            )
+            apply_undecodable(rows, originator, version)
 
     def _notifications(self, start: int, limit: int) -> Sequence[Notification]:
         try:
@@ -176,22 +242,31 @@ class Listing:
         """The id of the last notification folded (0 before any)."""
         with self._lock:
             self._require_open()
-            with self._storage_errors("read the listing position"):
-                return self._backend.position()
+            return self._readable(self._position)
+
+    def _position(self) -> int:
+        with self._storage_errors("read the listing position"):
+            return self._backend.position()
 
     def rows(self, *, in_flight: bool = False, roots: bool = False) -> list[ListingRow]:
         """The listed instances in order of first appearance, only unfinished ones and/or roots if asked."""
         with self._lock:
             self._require_open()
-            with self._storage_errors("read listing rows"):
-                return self._backend.select(in_flight=in_flight, roots=roots)
+            return self._readable(lambda: self._select(in_flight=in_flight, roots=roots))
+
+    def _select(self, *, in_flight: bool, roots: bool) -> list[ListingRow]:
+        with self._storage_errors("read listing rows"):
+            return self._backend.select(in_flight=in_flight, roots=roots)
 
     def get(self, instance_id: UUID) -> ListingRow | None:
         """The row of one instance; None when it is not listed (yet)."""
         with self._lock:
             self._require_open()
-            with self._storage_errors("read a listing row"):
-                return self._backend.load({instance_id}).get(instance_id)
+            return self._readable(lambda: self._get(instance_id))
+
+    def _get(self, instance_id: UUID) -> ListingRow | None:
+        with self._storage_errors("read a listing row"):
+            return self._backend.load({instance_id}).get(instance_id)
 
     # ----------------------------------------------------------- lifecycle
 
@@ -256,6 +331,10 @@ class _Backend(abc.ABC):
     @abc.abstractmethod
     def select(self, *, in_flight: bool, roots: bool) -> list[ListingRow]:
         """The stored rows in insertion order, filtered."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Delete every row and move the position back to 0, atomically (the listing is then rebuilt)."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -333,8 +412,28 @@ class _MemoryBackend(_Backend):
             ordered = sorted(self._table.rows.values(), key=lambda entry: entry[0])
         return select_rows((row for _, row in ordered), in_flight=in_flight, roots=roots)
 
+    def reset(self) -> None:
+        with self._table.lock:
+            self._table.rows.clear()
+            self._table.position = 0
+
     def close(self) -> None:
         pass
+
+
+def _read_row(read: Callable[[Sequence[Any]], ListingRow], values: Sequence[Any]) -> ListingRow:
+    """A stored row as a ListingRow; :class:`_UnreadableRow` when it does not read back."""
+    try:
+        return read(values)
+    except (ValueError, TypeError, AttributeError) as error:
+        raise _UnreadableRow(values[0] if values else "?", error) from error
+
+
+def _position(value: object) -> int:
+    try:
+        return int(str(value))
+    except (ValueError, TypeError) as error:
+        raise _UnreadableRow("position", error) from error
 
 
 def _sql_filter(*, in_flight: bool, roots: bool) -> str:
@@ -405,7 +504,7 @@ class _SQLiteBackend(_Backend):
         found = self._connection.execute(
             f"SELECT position FROM {TRACKING_TABLE} WHERE name = ?", (TRACKING_NAME,)
         ).fetchone()
-        return 0 if found is None else int(found[0])
+        return 0 if found is None else _position(found[0])
 
     def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
         keys = [str(row_id) for row_id in ids]
@@ -416,8 +515,8 @@ class _SQLiteBackend(_Backend):
             cursor = self._connection.execute(
                 f"SELECT {_READ_COLUMNS} FROM {ROWS_TABLE} WHERE id IN ({marks})", chunk
             )
-            for values in cursor:
-                row = self._row(values)
+            for values in cursor.fetchall():  # read whole: a bad row must not leave a statement open
+                row = _read_row(self._row, values)
                 found[row.id] = row
         return found
 
@@ -463,7 +562,14 @@ class _SQLiteBackend(_Backend):
             f"SELECT {_READ_COLUMNS} FROM {ROWS_TABLE}{_sql_filter(in_flight=in_flight, roots=roots)} "
             "ORDER BY seq"
         )
-        return [self._row(values) for values in cursor]
+        return [_read_row(self._row, values) for values in cursor.fetchall()]
+
+    def reset(self) -> None:
+        with self._transaction():
+            self._connection.execute(f"DELETE FROM {ROWS_TABLE}")
+            self._connection.execute(
+                f"UPDATE {TRACKING_TABLE} SET position = 0 WHERE name = ?", (TRACKING_NAME,)
+            )
 
     @staticmethod
     def _row(values: Sequence[Any]) -> ListingRow:
@@ -573,7 +679,7 @@ class _PostgresBackend(_Backend):
             )
             .fetchone()
         )
-        return 0 if found is None else int(found[0])
+        return 0 if found is None else _position(found[0])
 
     def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
         from psycopg import sql
@@ -582,7 +688,7 @@ class _PostgresBackend(_Backend):
             sql.SQL("SELECT " + _READ_COLUMNS + " FROM {} WHERE id = ANY(%s)").format(self._rows),
             (list(ids),),
         )
-        rows = (self._row(values) for values in cursor)
+        rows = [_read_row(self._row, values) for values in cursor.fetchall()]
         return {row.id: row for row in rows}
 
     def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
@@ -640,7 +746,17 @@ class _PostgresBackend(_Backend):
 
         query = "SELECT " + _READ_COLUMNS + " FROM {}" + _sql_filter(in_flight=in_flight, roots=roots)
         cursor = self._connect().execute(sql.SQL(query + " ORDER BY seq").format(self._rows))
-        return [self._row(values) for values in cursor]
+        return [_read_row(self._row, values) for values in cursor.fetchall()]
+
+    def reset(self) -> None:
+        from psycopg import sql
+
+        connection = self._connect()
+        with connection.transaction():
+            connection.execute(sql.SQL("DELETE FROM {}").format(self._rows))
+            connection.execute(
+                sql.SQL("UPDATE {} SET position = 0 WHERE name = %s").format(self._tracking), (TRACKING_NAME,)
+            )
 
     @staticmethod
     def _row(values: Sequence[Any]) -> ListingRow:

@@ -8,6 +8,7 @@ on its parent — all pending in one :class:`UnitOfWork`, not yet saved.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from aggregates import (
@@ -23,6 +24,7 @@ from aggregates import (
 from aggregates.errors import InputMismatch
 from engine._work import UnitOfWork
 from statechart import (
+    ActionFailed,
     ArmTimer,
     BirthChild,
     CancelChild,
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     from engine._engine import Engine
 
 PARENT_TYPE = "Instance"
+
+log = logging.getLogger("incarnate.engine.process")
 
 
 class Decision:
@@ -246,6 +250,7 @@ def _apply(
     Activations that this macrostep ended are settled first, so that a slot
     re-entered in the same macrostep (a loop) can take its new Birth.
     """
+    _report_failures(instance, chart, effects)
     armed_step = snapshot.steps - 1
     retried = {effect.failed for effect in effects if isinstance(effect, RetryChild)}
     retried.update(effect.previous for effect in effects if isinstance(effect, ResumeChild))
@@ -288,6 +293,24 @@ def _apply(
             instance.complete(effect.output)
             uow.tell_parent(instance, now, done_invoke_event, effect.output)
     uow.decoded[instance.id] = snapshot
+
+
+def _report_failures(instance: Instance, chart: Chart[object], effects: tuple[Effect, ...]) -> None:
+    """Log each action, guard or mapper that raised in this macrostep (the chart saw ``error.execution``).
+
+    Such a failure is absorbed by the chart (it may not even handle
+    ``error.execution``), so without this record it would only show in the
+    stored ``Stepped`` event.
+    """
+    for effect in effects:
+        if isinstance(effect, ActionFailed):
+            log.warning(
+                "instance %s of chart %r: %s",
+                instance.id,
+                chart.name,
+                effect.describe(),
+                extra={"instance_id": str(instance.id), "chart": chart.name, "failure": effect},
+            )
 
 
 def snapshot_state(chart: Chart[object], site_id: str) -> str:

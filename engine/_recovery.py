@@ -10,27 +10,38 @@ When a checkpoint does not decode under the registered chart, or its
 activations do not match exactly, the engine records an incident and parks
 the owning root: nothing of that call tree runs until an operator migrates
 or terminates it.
+
+A stored record that does not decode at all (a corrupted event) parks the
+tree too. The broken instance cannot be loaded, so its incident (and, when
+an operator terminates it, its end) is appended at the next stored version
+without decoding the records before it (:func:`park_corrupt`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import attrs
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError, MapperDeserialisationError
 
 from aggregates import (
     Activation,
     ActivationState,
+    AncestryFrame,
+    BirthFacts,
     Incident,
     Instance,
     InstanceKind,
     InstanceSnapshot,
     InstanceStatus,
     Message,
+    Provenance,
 )
+from aggregates.errors import CorruptRecord
 from engine._work import UnitOfWork
 from engine.errors import EngineError, StorageError, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable, resume_plan
@@ -49,7 +60,11 @@ from statechart.errors import CodecError
 if TYPE_CHECKING:
     from engine._engine import Engine
 
+log = logging.getLogger("incarnate.recovery")
+
 RETRIES = 20
+CORRUPT_RECORD = "corrupt-record"
+"""The incident kind of a stored record that does not decode."""
 
 Stored = tuple[Instance, InstanceSnapshot | None, list[Any]]
 """An instance as read for recovery: the aggregate, the snapshot it started from, the events after it."""
@@ -94,11 +109,30 @@ def acquire(
     acquired again. Cycles and repeats in malformed records are visited once.
     Each instance is read from the store once: the same events build the
     aggregate and its ResumePlan. ``loaded`` and ``caller`` pass down what a
-    parent's acquisition has read already.
+    parent's acquisition has read already. A record of the tree that does
+    not decode parks the tree (:func:`park_corrupt`) and returns False.
     """
     if instance_id in engine.acquired:
         return True
-    seen = set() if seen is None else seen
+    if seen is None:
+        try:
+            return _acquire(engine, instance_id, set(), loaded=loaded, caller=caller)
+        except CorruptRecord as error:
+            park_corrupt(engine, error, instance_id)
+            return False
+    return _acquire(engine, instance_id, seen, loaded=loaded, caller=caller)
+
+
+def _acquire(
+    engine: Engine,
+    instance_id: UUID,
+    seen: set[UUID],
+    *,
+    loaded: Stored | None,
+    caller: Instance | None,
+) -> bool:
+    if instance_id in engine.acquired:
+        return True
     if instance_id in seen:
         return True
     seen.add(instance_id)
@@ -139,9 +173,12 @@ def acquire(
     if record.parent is not None and _caller_gone(engine, instance, caller):
         engine.acquired.add(instance_id)
         return True
+    runnable = True
     for activation in plan.activations:
-        if activation.state is ActivationState.RUNNING:
-            reattach(engine, instance, activation, seen)
+        if activation.state is ActivationState.RUNNING and not reattach(engine, instance, activation, seen):
+            runnable = False  # the tree was parked while re-attaching: nothing of it may run
+    if not runnable:
+        return False
     engine.acquired.add(instance_id)
     _arm(engine, instance, plan)
     return True
@@ -209,19 +246,36 @@ def _caller_gone(engine: Engine, instance: Instance, caller: Instance | None) ->
     raise StorageError(f"could not finish the cancel cascade of {instance.id}")
 
 
-def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set[UUID]) -> None:
-    """Decide from the child's real status: consume, re-park, or report the failure for a retry."""
+def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set[UUID]) -> bool:
+    """Decide from the child's real status: consume, re-park, or report the failure for a retry.
+
+    Returns False when the call tree must not run (it was parked, here or below).
+    """
     ref = activation.ref
     if activation.child_id in engine.acquired:
-        return
+        return True
     try:
         loaded: Stored | None = engine.read(activation.child_id)
     except UnknownInstance:
         loaded = None
     if loaded is None:
         _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, {"reason": "vanished"}))
-        return
+        return True
     child = loaded[0]
+    differences = _birth_differences(engine, parent, activation, child)
+    if differences:
+        # The parent and the child disagree about which incarnation this is: running it, or
+        # consuming its outcome, would resume an approximate child. An operator decides.
+        slot = f"{ref.site}[{ref.key}]" if ref.key else ref.site
+        park(
+            engine,
+            parent.id,
+            "checkpoint",
+            f"slot {slot} retains child {child.id}, whose own birth facts differ from the parent's "
+            f"(parent's != child's): {'; '.join(differences)}; the child is neither run nor consumed: "
+            "restore both records from a backup, or terminate the tree",
+        )
+        return False
     status = child.record.status
     if status is InstanceStatus.DONE:
         _deliver(engine, parent.id, done_invoke_event(ref.invoke_id, child.record.output))
@@ -229,7 +283,8 @@ def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set
         error = child.record.error or {"reason": status.value}
         _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, error))
     else:
-        acquire(engine, child.id, seen, loaded=loaded, caller=parent)
+        return acquire(engine, child.id, seen, loaded=loaded, caller=parent)
+    return True
 
 
 def _deliver(engine: Engine, parent_id: UUID, event: Event) -> None:
@@ -289,10 +344,151 @@ def parked(engine: Engine) -> list[ParkedRoot]:
     for row in engine.listing.rows(in_flight=True, roots=True):
         if row.status != InstanceStatus.PARKED.value:
             continue
-        record = engine.instance(row.id).record  # the listing may lag: decide on the aggregate
+        try:
+            record = engine.instance(row.id).record  # the listing may lag: decide on the aggregate
+        except CorruptRecord:
+            found = salvage(engine, row.id)
+            if found.status is InstanceStatus.PARKED:
+                out.append(ParkedRoot(row.id, found.name or row.name, found.incidents))
+            continue
         if record.status is InstanceStatus.PARKED:
             out.append(ParkedRoot(row.id, record.name, record.incidents))
     return out
+
+
+# --------------------------------------------------------- corrupt records
+
+
+@attrs.frozen
+class Salvaged:
+    """What the records of an instance that do decode say about it (its events are not all readable)."""
+
+    instance_id: UUID
+    version: int
+    """The version of its last stored record, readable or not."""
+    name: str = ""
+    root: UUID | None = None
+    """None when its ``Started`` record does not decode."""
+    status: InstanceStatus = InstanceStatus.BORN
+    incidents: tuple[Incident, ...] = ()
+
+
+_SALVAGED_STATUS: dict[type[Any], InstanceStatus] = {
+    Instance.Completed: InstanceStatus.DONE,
+    Instance.Failed: InstanceStatus.FAILED,
+    Instance.Cancelled: InstanceStatus.CANCELLED,
+}
+
+
+def salvage(engine: Engine, instance_id: UUID) -> Salvaged:
+    """Fold the readable records of an instance into its name, root, status and incidents.
+
+    Only for operator views and for deciding whether a broken instance is
+    parked or finished already: records that do not decode are skipped, so
+    this is never a checkpoint.
+    """
+    found = Salvaged(instance_id, 0)
+    for event in _readable(engine, instance_id):
+        found = attrs.evolve(found, version=event.originator_version)
+        if isinstance(event, Instance.Started):
+            found = attrs.evolve(found, name=event.name, root=event.root)
+        elif isinstance(event, Instance.IncidentRecorded):
+            status = InstanceStatus.PARKED if event.incident.parked else found.status
+            found = attrs.evolve(found, incidents=(*found.incidents, event.incident), status=status)
+        elif isinstance(event, Instance.Resolved) or (
+            isinstance(event, Instance.Stepped) and found.status is InstanceStatus.BORN
+        ):
+            found = attrs.evolve(found, status=InstanceStatus.RUNNING)
+        elif type(event) in _SALVAGED_STATUS:
+            found = attrs.evolve(found, status=_SALVAGED_STATUS[type(event)])
+    last = engine.recorder.select_events(instance_id, desc=True, limit=1)
+    return attrs.evolve(found, version=last[0].originator_version if last else 0)
+
+
+def _readable(engine: Engine, instance_id: UUID) -> Iterator[Any]:
+    for record in engine.recorder.select_events(instance_id):
+        try:
+            yield engine.mapper.to_domain_event(record)
+        except MapperDeserialisationError:
+            continue
+
+
+def park_corrupt(engine: Engine, error: CorruptRecord, near: UUID) -> None:
+    """Park the tree of the instance whose record does not decode, found while working on ``near``.
+
+    The root (if it decodes) records the incident as usual, naming the
+    broken instance; the broken instance records it too, appended at its
+    next stored version without decoding the records before it. Both are
+    idempotent: an incident already recorded for the same record is not
+    recorded again, so every fresh engine that meets it parks it once.
+    """
+    broken = error.instance_id
+    root = _root_of(engine, near if near != broken else broken)
+    log.warning("parking the call tree of %s: %s", root, error.fact)
+    if root != broken:
+        _record_incident(engine, root, f"in {broken}: {error.fact}")
+    _record_incident(engine, broken, error.fact)
+    engine.acquired.discard(root)
+    engine.acquired.discard(broken)
+    engine.acquired.discard(near)
+
+
+def _root_of(engine: Engine, instance_id: UUID) -> UUID:
+    """The root of an instance, from its aggregate, its readable records or the listing."""
+    try:
+        return engine.instance(instance_id, fresh=False).record.root
+    except CorruptRecord:
+        pass
+    root = salvage(engine, instance_id).root
+    if root is not None:
+        return root
+    row = engine.listing.get(instance_id)
+    return row.root if row is not None else instance_id
+
+
+def _record_incident(engine: Engine, instance_id: UUID, detail: str) -> None:
+    """Park ``instance_id`` with a corrupt-record incident, unless it has one for ``detail`` or ended."""
+    for _ in range(RETRIES):
+        try:
+            instance = engine.instance(instance_id)
+        except CorruptRecord:
+            found = salvage(engine, instance_id)
+            if found.status.finished or _recorded(found.incidents, detail):
+                return
+            incident = Incident(CORRUPT_RECORD, detail, found.version + 1, True)
+            event = Instance.IncidentRecorded(  # type: ignore[call-arg]
+                originator_id=instance_id,
+                originator_version=found.version + 1,
+                timestamp=Instance.IncidentRecorded.create_timestamp(),
+                incident=incident,
+            )
+            if _append(engine, event):
+                return
+            continue
+        except UnknownInstance:
+            return
+        if instance.record.status.finished or _recorded(instance.record.incidents, detail):
+            return
+        instance.record_incident(CORRUPT_RECORD, detail, park=True)
+        try:
+            engine._save(instance)
+        except IntegrityError:
+            continue
+        return
+    raise StorageError(f"could not record the corrupt-record incident of {instance_id}")
+
+
+def _recorded(incidents: tuple[Incident, ...], detail: str) -> bool:
+    return any(i.kind == CORRUPT_RECORD and i.detail == detail for i in incidents)
+
+
+def _append(engine: Engine, event: Aggregate.Event) -> bool:
+    """Store one event of an instance that cannot be loaded; False on a version conflict."""
+    try:
+        engine.events.put([event])
+    except IntegrityError:
+        return False
+    return True
 
 
 # -------------------------------------------------------------- operators
@@ -424,26 +620,57 @@ def resolve(engine: Engine, root_id: UUID, resolution: str) -> Checkpoint | None
 
 
 def terminate(engine: Engine, root_id: UUID, reason: str) -> int:
-    """Dispose of a whole call tree (children first, in one commit) without running it; returns how many."""
+    """Dispose of a whole call tree (children first, in one commit) without running it; returns how many.
+
+    Instances whose records do not decode cannot be loaded: each gets its
+    ``Cancelled`` appended at its next stored version, before the commit.
+    """
+    broken: list[UUID] = []
+    members = _tree(engine, root_id, broken)
+    ended = sum(_end_broken(engine, instance_id, reason) for instance_id in reversed(broken))
+    if not members:
+        return ended
     for _ in range(RETRIES):
         uow = UnitOfWork(engine)
-        ended = 0
-        for instance in reversed(_tree(engine, root_id)):
+        count = ended
+        for instance in reversed(members):
             loaded = uow.load(instance.id)
             if loaded is None or loaded.record.status.finished:
                 continue
             loaded.mark_cancelled(f"terminated: {reason}")
-            ended += 1
+            count += 1
         try:
             engine._commit(uow)
         except IntegrityError:
             continue
-        return ended
+        return count
     raise StorageError(f"could not terminate the tree of {root_id}")
 
 
-def _tree(engine: Engine, root_id: UUID) -> list[Instance]:
-    """The instances of a call tree, parents before children, each once."""
+def _end_broken(engine: Engine, instance_id: UUID, reason: str) -> int:
+    """Append ``Cancelled`` to an instance that cannot be loaded; 1 if it ended now, else 0."""
+    for _ in range(RETRIES):
+        found = salvage(engine, instance_id)
+        if found.status.finished:
+            return 0
+        event = Instance.Cancelled(  # type: ignore[call-arg]
+            originator_id=instance_id,
+            originator_version=found.version + 1,
+            timestamp=Instance.Cancelled.create_timestamp(),
+            reason=f"terminated: {reason}",
+        )
+        if _append(engine, event):
+            return 1
+    raise StorageError(f"could not terminate {instance_id}")
+
+
+def _tree(engine: Engine, root_id: UUID, broken: list[UUID] | None = None) -> list[Instance]:
+    """The instances of a call tree, parents before children, each once.
+
+    With ``broken``, instances whose records do not decode are collected
+    there instead of raising :class:`CorruptRecord`; their children are
+    found through the listing.
+    """
     out: list[Instance] = []
     seen: set[UUID] = set()
     pending = [root_id]
@@ -456,6 +683,74 @@ def _tree(engine: Engine, root_id: UUID) -> list[Instance]:
             instance = engine.instance(instance_id)
         except UnknownInstance:
             continue
+        except CorruptRecord:
+            if broken is None:
+                raise
+            broken.append(instance_id)
+            engine.listing.catch_up()
+            pending.extend(row.id for row in engine.listing.rows() if row.parent == instance_id)
+            continue
         out.append(instance)
         pending.extend(a.child_id for a in instance.record.activations)
     return out
+
+
+def _birth_differences(
+    engine: Engine, parent: Instance, activation: Activation, child: Instance
+) -> list[str]:
+    """How the child's own stored birth facts differ from those its parent retains (empty: none).
+
+    The parent retains each birth fact somewhere: the Ref, chart or task,
+    attempt, armed step and provenance in the activation (with the previous
+    Ref last in its retry journal), the state and input in its snapshot's
+    slot, the root and ancestry in its own record. The child keeps its birth
+    facts, and again its kind, chart, root, Ref, input and ancestry, in its
+    first event.
+    """
+    record = child.record
+    birth = record.birth
+    if birth is None:
+        return [f"the child is a root of {record.name!r}, not an incarnation of {activation.ref}"]
+    found = [
+        f"the child's first event has {field} {own!r}, its birth facts {theirs!r}"
+        for field, own, theirs in (
+            ("kind", record.kind, birth.kind),
+            ("name", record.name, birth.name),
+            ("root", record.root, birth.root),
+            ("Ref", record.parent, birth.ref),
+            ("input", record.input, birth.input),
+            ("ancestry", record.ancestry, birth.ancestry),
+        )
+        if own != theirs
+    ]
+    kept = parent.record
+    slots = kept.snapshot.get("children", []) if kept.snapshot is not None else []
+    slot = next((s for s in slots if (s["site"], s["key"]) == (activation.site, activation.key)), None)
+    chart = engine.charts.get(kept.name)
+    site = chart.site_by_id.get(activation.site) if chart is not None else None
+    ancestry = birth.ancestry if site is None else kept.ancestry
+    if site is not None and site.group is not None:
+        ancestry = (*ancestry, AncestryFrame(site.group, activation.ref))
+    journal = activation.journal
+    retained = BirthFacts(
+        type(parent).__name__,
+        activation.ref,
+        kept.root,
+        activation.kind,
+        activation.name,
+        slot["state"] if slot is not None else birth.state,
+        activation.attempt,
+        slot.get("input") if slot is not None else birth.input,
+        ancestry,
+        activation.armed_step,
+        activation.provenance,
+        journal[-1].ref if activation.provenance is Provenance.RETRY and journal else None,
+    )
+    if retained.state != birth.state:
+        # A migration renames the state a slot sits on, never a birth fact: the parent's own
+        # stored Birth (or ChildResume) keeps the state the child was born in.
+        for event in engine.events_of(parent.id):
+            facts = getattr(event, "facts", None)
+            if isinstance(facts, BirthFacts) and facts.ref == activation.ref:
+                retained = attrs.evolve(retained, state=facts.state)
+    return [*found, *retained.differences(birth)]

@@ -2,8 +2,10 @@
 
 The :class:`DeterministicRunner` does everything on the calling thread, in
 a fixed order, when asked (tests, simulations, the demo). The
-:class:`ThreadedRunner` keeps a pool of worker threads and a timer thread;
-``stop()`` lets in-flight units of work finish and starts no new ones.
+:class:`ThreadedRunner` keeps a pool of worker threads and a timer thread,
+started when the runner is attached to an engine; ``stop()`` (which
+``Engine.close()`` calls) lets in-flight units of work finish and starts no
+new ones.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
+
+from engine.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from engine._engine import Engine
@@ -99,6 +103,10 @@ class DeterministicRunner:
         """The earliest watched deadline, if any."""
         return self.timers[0][0] if self.timers else None
 
+    def pending_timers(self) -> list[tuple[float, UUID]]:
+        """The watched deadlines not released yet, earliest first, each (deadline, instance) once."""
+        return sorted({(deadline, instance_id) for deadline, _, instance_id in self.timers})
+
     def stop(self) -> None:
         self.queue.clear()
         self.queued.clear()
@@ -107,13 +115,19 @@ class DeterministicRunner:
 class ThreadedRunner:
     """A pool of worker threads plus a timer thread.
 
-    An instance is worked on by one thread at a time; a notification that
-    arrives while it is being worked on makes the worker look at it again.
+    The threads start when the runner is attached to an engine (the engine
+    does that when it is built), so the engine processes what it is sent
+    without further calls; ``Engine.close()`` stops them. An instance is
+    worked on by one thread at a time; a notification that arrives while it
+    is being worked on makes the worker look at it again.
     """
 
     def __init__(self, workers: int = 4, *, poll_interval: float = 0.05) -> None:
         if workers < 1:
-            raise ValueError(f"a threaded runner needs at least one worker, got {workers}")
+            raise ConfigurationError(
+                f"a threaded runner needs at least one worker, got workers={workers}; "
+                "pass ThreadedRunner(workers=1) or more"
+            )
         self.workers = workers
         self.poll_interval = poll_interval
         self.engine: Engine | None = None
@@ -130,20 +144,28 @@ class ThreadedRunner:
         self.errors: list[BaseException] = []
 
     def attach(self, engine: Engine) -> None:
+        """Bind to ``engine`` and start working for it."""
         self.engine = engine
+        self.start()
 
     def start(self) -> None:
-        """Start the worker and timer threads."""
-        if self._threads:
-            return
-        self._stopping = False
-        for n in range(self.workers):
-            thread = threading.Thread(target=self._work, name=f"incarnate-worker-{n}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        timer = threading.Thread(target=self._tick, name="incarnate-timers", daemon=True)
-        timer.start()
-        self._threads.append(timer)
+        """Start the worker and timer threads (again after ``stop()``); a no-op while they run.
+
+        Attaching to an engine starts them, so calling this is only needed
+        to restart a stopped runner. Before the runner is attached there is
+        nothing to work for, and the threads start on attachment.
+        """
+        with self._lock:  # the threads wait for this lock, so they start once all exist
+            if self._threads or self.engine is None:
+                return
+            self._stopping = False
+            for n in range(self.workers):
+                thread = threading.Thread(target=self._work, name=f"incarnate-worker-{n}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            timer = threading.Thread(target=self._tick, name="incarnate-timers", daemon=True)
+            timer.start()
+            self._threads.append(timer)
 
     def notify(self, instance_id: UUID) -> None:
         with self._lock:
@@ -205,6 +227,16 @@ class ThreadedRunner:
                 if self._timers:
                     wait = max(0.0, min(wait, self._timers[0][0] - now))
                 self._lock.wait(wait)
+
+    def next_deadline(self) -> float | None:
+        """The earliest watched deadline not released yet, if any (also after ``stop()``)."""
+        with self._lock:
+            return self._timers[0][0] if self._timers else None
+
+    def pending_timers(self) -> list[tuple[float, UUID]]:
+        """The watched deadlines not released yet, earliest first, each (deadline, instance) once."""
+        with self._lock:
+            return sorted({(deadline, instance_id) for deadline, _, instance_id in self._timers})
 
     def idle(self) -> bool:
         """Whether nothing is queued or being worked on (timers may still be pending)."""

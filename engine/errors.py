@@ -41,3 +41,31 @@ class StorageError(EngineError):
 
 class TaskFailed(EngineError):
     """A task callable raised; carried as the child's failure."""
+
+
+class PayloadTooLarge(StorageError, ValueError):
+    """An event is larger, once encoded, than the engine's maximum payload size; nothing was written."""
+
+    def __init__(self, instance_id: UUID, event: str, size: int, limit: int) -> None:
+        self.instance_id = instance_id
+        self.event = event
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"event {event} of instance {instance_id} is {size:,} bytes once encoded, over the "
+            f"maximum payload size of {limit:,} bytes, so nothing was written; keep large data "
+            "outside the engine and pass a reference to it, or raise the limit with "
+            "max_payload_bytes (Engine(max_payload_bytes=...) or Storage(max_payload_bytes=...)) "
+            "or the INCARNATE_MAX_PAYLOAD_BYTES environment variable"
+        )
+
+
+class StoreUnreachable(StorageError):
+    """The engine could not connect to its store; the message says why and what to check."""
+
+    def __init__(self, message: str, *, host: str, port: int, dbname: str, user: str) -> None:
+        self.host = host
+        self.port = port
+        self.dbname = dbname
+        self.user = user
+        super().__init__(message)

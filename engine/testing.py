@@ -63,7 +63,8 @@ def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
     """Close ``engine`` and build a fresh one over the same store, charts and tasks.
 
     The new engine knows nothing but what is stored, like a new process; it
-    hands every unfinished instance to its runner.
+    hands every unfinished instance to its runner (a threaded runner is
+    already working: it starts when the engine is built).
     """
     charts = list(engine.charts.values())
     tasks = dict(engine.tasks)
@@ -73,8 +74,6 @@ def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
     engine.close()
     fresh = Engine(charts, tasks, storage=storage, clock=clock or engine.clock, runner=runner)
     fresh.resume_all()
-    if isinstance(runner, ThreadedRunner):
-        runner.start()
     return fresh
 
 
