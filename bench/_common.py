@@ -18,7 +18,7 @@ from statechart import Event
 if TYPE_CHECKING:
     import psycopg
 
-    from engine import Storage
+    from incarnate import Storage
 
 T = TypeVar("T")
 
@@ -94,7 +94,7 @@ class Postgres:
         """Create ``schema`` (dropped with the connection) and return the storage that uses it."""
         from psycopg import sql
 
-        from engine import Storage
+        from incarnate import Storage
 
         self.connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         self.schemas.append(schema)

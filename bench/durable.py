@@ -47,7 +47,7 @@ import attrs
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 
-from engine import DeterministicRunner, Engine, Storage
+from incarnate import DeterministicRunner, Engine, Storage
 from statechart import Chart, assign, final, invoke, state, transition
 
 if not __package__:  # run as a file, ``python bench/durable.py``: make the package importable

@@ -46,8 +46,8 @@ from uuid import UUID
 import attrs
 
 from aggregates import InstanceSnapshot
-from engine import DeterministicRunner, Engine, Storage
-from engine._listing import ROWS_TABLE, TRACKING_TABLE
+from incarnate import DeterministicRunner, Engine, Storage
+from incarnate._listing import ROWS_TABLE, TRACKING_TABLE
 from projections import Checkpoint, resume_plan
 from statechart import Chart, Event, JsonValue, RetryPolicy, assign, final, invoke, state, transition
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from engine import Engine, Storage, VirtualClock
-from engine._engine import forget_memory_store
+from incarnate import Engine, Storage, VirtualClock
+from incarnate._engine import forget_memory_store
 
 STORES = ("popo", "sqlite", "postgres")
 PG_HOST = os.environ.get("INCARNATE_TEST_PGHOST", "127.0.0.1")

@@ -22,15 +22,15 @@ import pytest
 
 from aggregates import InstanceStatus
 from aggregates.errors import CorruptRecord
-from engine import Engine, Storage, VirtualClock
-from engine._cli import main
+from incarnate import Engine, Storage, VirtualClock
+from incarnate._cli import main
 from tests.scenarios import charts
 from tests.stores import storage_for
-from tests.unit.engine.sample_charts import TASKS
+from tests.unit.incarnate.sample_charts import TASKS
 
 STORES = ("sqlite", "postgres")
 CHARTS = "tests.scenarios.charts:ALL"
-TASKS_PATH = "tests.unit.engine.sample_charts:TASKS"
+TASKS_PATH = "tests.unit.incarnate.sample_charts:TASKS"
 
 
 @attrs.frozen

@@ -9,9 +9,9 @@ from uuid import UUID
 import pytest
 from eventsourcing.domain import Aggregate
 
-from engine import Engine
-from engine._listing import Listing
-from engine.testing import SimulatedCrash
+from incarnate import Engine
+from incarnate._listing import Listing
+from incarnate.testing import SimulatedCrash
 from projections._listing import STARTED, ListingRow
 from tests.integration.conftest import EngineFactory
 from tests.scenarios import charts

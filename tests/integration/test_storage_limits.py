@@ -15,9 +15,9 @@ import attrs
 import pytest
 
 from aggregates import InstanceStatus
-from engine import ConfigurationError, Engine, Storage
-from engine._limits import DEFAULT_MAX_PAYLOAD_BYTES
-from engine.errors import PayloadTooLarge, StoreUnreachable
+from incarnate import ConfigurationError, Engine, Storage
+from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES
+from incarnate.errors import PayloadTooLarge, StoreUnreachable
 from statechart import Chart, Event, assign, state, transition
 from tests.stores import PG_DBNAME, PG_HOST, PG_PORT, EngineFactory, require_postgres, storage_for
 
@@ -130,7 +130,7 @@ def test_postgres_large_payload_commits_without_hanging(postgres: Storage) -> No
     script = textwrap.dedent(
         f"""
         import time
-        from engine import Engine, Storage
+        from incarnate import Engine, Storage
         from tests.integration.test_storage_limits import NOTES
         storage = Storage.postgres(
             {postgres.postgres_dbname!r}, host={postgres.postgres_host!r}, port={postgres.postgres_port},

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from aggregates import Instance, InstanceStatus, Provenance
-from engine import Engine, VirtualClock
-from engine._work import UnitOfWork
-from engine.testing import CrashPoint, SimulatedCrash, crash_at, memory_engine, restart
+from incarnate import Engine, VirtualClock
+from incarnate._work import UnitOfWork
+from incarnate.testing import CrashPoint, SimulatedCrash, crash_at, memory_engine, restart
 from projections import Checkpoint
 from statechart import JsonValue
 from tests.scenarios import charts

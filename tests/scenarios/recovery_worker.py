@@ -17,8 +17,8 @@ from typing import Any
 from uuid import UUID
 
 from aggregates import CONVERTER, Instance
-from engine import Engine, Storage, UnknownInstance
-from engine._work import UnitOfWork
+from incarnate import Engine, Storage, UnknownInstance
+from incarnate._work import UnitOfWork
 from tests.scenarios import charts
 
 ROOT = UUID("7ee00000-0000-4000-8000-000000000001")

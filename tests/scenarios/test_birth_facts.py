@@ -26,8 +26,8 @@ from aggregates import (
     Provenance,
     Ref,
 )
-from engine import DeterministicRunner, Engine
-from engine._work import UnitOfWork
+from incarnate import DeterministicRunner, Engine
+from incarnate._work import UnitOfWork
 from tests.scenarios.conftest import EngineFactory
 from tests.scenarios.test_recovery import build, cold
 

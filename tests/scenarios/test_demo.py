@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine, Storage
-from engine._cli import CommandError, main
-from engine._demo import DEFAULT_DB, demo_store_problem, run_demo
+from incarnate import Engine, Storage
+from incarnate._cli import CommandError, main
+from incarnate._demo import DEFAULT_DB, demo_store_problem, run_demo
 from tests.scenarios import charts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def test_demo_leaves_the_default_store_alone(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for _ in range(2):  # the second run replaces the first run's file: it holds only the demo
         result = subprocess.run(
-            [sys.executable, "-m", "engine", "demo"],
+            [sys.executable, "-m", "incarnate", "demo"],
             cwd=tmp_path,
             env=env,
             capture_output=True,

@@ -9,8 +9,8 @@ import attrs
 import pytest
 
 from aggregates import ActivationState, InputMismatch, InstanceStatus, Provenance
-from engine import Engine, InstanceTerminated, TaskCall, UnknownInstance, VirtualClock
-from engine.testing import CrashPoint, SimulatedCrash, crash_at, restart
+from incarnate import Engine, InstanceTerminated, TaskCall, UnknownInstance, VirtualClock
+from incarnate.testing import CrashPoint, SimulatedCrash, crash_at, restart
 from statechart import done_invoke_event
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory

@@ -7,7 +7,7 @@ from uuid import UUID
 import pytest
 
 from aggregates import InstanceStatus
-from engine import Engine, InstanceTerminated
+from incarnate import Engine, InstanceTerminated
 from statechart import Chart, always, final, state, transition
 from tests.scenarios.conftest import EngineFactory
 
@@ -141,7 +141,7 @@ def test_the_aggregate_accepts_a_known_key_after_it_finished() -> None:
 @pytest.mark.parametrize("name", ["done.invoke.site.0", "error.invoke.x", "retry.invoke.y.1"])
 def test_child_outcome_names_are_refused_by_send(make_engine: EngineFactory, name: str) -> None:
     """A send named like a child's outcome but naming no incarnation is refused before anything is stored."""
-    from engine import EngineError
+    from incarnate import EngineError
 
     engine = make_engine([GATE])
     gate = engine.start("keyed_gate")

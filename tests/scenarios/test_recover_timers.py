@@ -9,8 +9,8 @@ from uuid import UUID
 import pytest
 
 from aggregates import InstanceStatus
-from engine import Engine, Storage, TaskCall
-from engine._cli import main
+from incarnate import Engine, Storage, TaskCall
+from incarnate._cli import main
 from statechart import Chart, JsonValue, RetryPolicy, after, final, invoke, state, transition
 
 BACKOFF = 2.0

@@ -8,9 +8,9 @@ from uuid import UUID, uuid4
 import pytest
 
 from aggregates import BirthFacts, Instance, InstanceKind, InstanceStatus, Provenance, Ref, Settlement
-from engine import DeterministicRunner, Engine, VirtualClock
-from engine._recovery import MigrationRejected
-from engine.testing import restart
+from incarnate import DeterministicRunner, Engine, VirtualClock
+from incarnate._recovery import MigrationRejected
+from incarnate.testing import restart
 from projections import Checkpoint
 from statechart import Chart, RetryPolicy, done_invoke_event, final, invoke, start, state, transition
 from tests.scenarios import charts
@@ -444,7 +444,7 @@ def test_unknown_chart_parks_instead_of_crashing(make_engine: EngineFactory) -> 
 
 
 def test_restart_helper_recovers(make_engine: EngineFactory) -> None:
-    """engine.testing.restart acquires every tree, so a test can continue after it."""
+    """incarnate.testing.restart acquires every tree, so a test can continue after it."""
     engine = build(make_engine)
     parent = engine.start("parent", {"members": ["a"]})
     engine.run_until_idle()

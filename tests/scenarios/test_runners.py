@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aggregates import InstanceStatus
-from engine import ConfigurationError, Engine, Storage, TaskCall, ThreadedRunner
+from incarnate import ConfigurationError, Engine, Storage, TaskCall, ThreadedRunner
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory
 

@@ -15,9 +15,9 @@ import attrs
 import pytest
 
 from aggregates import InstanceStatus
-from engine import ConfigurationError, Engine, Storage, ThreadedRunner, VirtualClock
-from engine._engine import forget_memory_store
-from engine.testing import restart
+from incarnate import ConfigurationError, Engine, Storage, ThreadedRunner, VirtualClock
+from incarnate._engine import forget_memory_store
+from incarnate.testing import restart
 from statechart import Chart, Event, assign, history, start, state, step, transition
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory

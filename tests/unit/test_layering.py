@@ -1,4 +1,4 @@
-"""The package layering: imports only point down statechart <- aggregates <- projections <- engine."""
+"""The package layering: imports only point down statechart <- aggregates <- projections <- incarnate."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ALLOWED: dict[str, set[str]] = {
     "statechart": set(),
     "aggregates": {"statechart"},
     "projections": {"statechart", "aggregates"},
-    "engine": {"statechart", "aggregates", "projections"},
+    "incarnate": {"statechart", "aggregates", "projections"},
 }
 OURS = set(ALLOWED)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("statechart", "aggregates", "projections", "engine")
+PACKAGES = ("statechart", "aggregates", "projections", "incarnate")
 
 
 def documented() -> dict[str, list[str]]:
@@ -38,3 +38,26 @@ def test_private_modules_stay_private(package: str) -> None:
     """A package's modules are private (``_name``) except ``errors`` and ``testing``."""
     public = {p.stem for p in (ROOT / package).glob("*.py") if not p.stem.startswith("_")}
     assert public <= {"errors", "testing"}
+
+
+def test_a_users_own_engine_package_does_not_clash(tmp_path: Path) -> None:
+    """A project with its own ``engine`` package imports it and ours side by side, and the CLI runs."""
+    import subprocess
+    import sys
+
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "__init__.py").write_text("MINE = True\n")
+    code = "import engine, incarnate; assert engine.MINE; print(incarnate.Engine.__name__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "Engine"), done.stderr
+    cli = subprocess.run(
+        [sys.executable, "-m", "incarnate", "--help"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0 and "usage" in cli.stdout.lower(), cli.stderr

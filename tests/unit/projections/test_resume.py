@@ -10,8 +10,8 @@ import attrs
 import pytest
 
 from aggregates import AncestryFrame, Instance, InstanceKind
-from engine import VirtualClock
-from engine.testing import memory_engine, restart
+from incarnate import VirtualClock
+from incarnate.testing import memory_engine, restart
 from projections import DuplicatedActivation, MismatchedActivation, resume_plan
 from statechart import Chart, final, invoke, state, transition
 from tests.scenarios import charts

@@ -8,7 +8,7 @@ from uuid import UUID
 import attrs
 import pytest
 
-from engine import Engine
+from incarnate import Engine
 from projections import render_timeline, timeline
 from statechart import Chart, Event, assign, state, transition
 from tests.stores import EngineFactory, clock, make_engine, storage

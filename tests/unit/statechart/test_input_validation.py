@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
-from engine import Engine, EngineError, Storage, VirtualClock
+from incarnate import Engine, EngineError, Storage, VirtualClock
 from statechart import (
     ActionFailed,
     BirthChild,

@@ -34,16 +34,16 @@ from aggregates import (
     InstanceStatus,
 )
 from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
-from engine._clock import Clock, SystemClock
-from engine._limits import LimitedEventStore, positive_int
-from engine._listing import Listing
-from engine._process import Decision, decide
-from engine._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
-from engine._runners import DeterministicRunner, Runner
-from engine._storage import Storage
-from engine._tasks import TaskFunction, run_task
-from engine._work import UnitOfWork
-from engine.errors import (
+from incarnate._clock import Clock, SystemClock
+from incarnate._limits import LimitedEventStore, positive_int
+from incarnate._listing import Listing
+from incarnate._process import Decision, decide
+from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
+from incarnate._runners import DeterministicRunner, Runner
+from incarnate._storage import Storage
+from incarnate._tasks import TaskFunction, run_task
+from incarnate._work import UnitOfWork
+from incarnate.errors import (
     ConfigurationError,
     EngineError,
     InstanceTerminated,
@@ -208,7 +208,7 @@ class Engine(Application[UUID]):
         if self.storage.kind == "postgres":
             # One direct connection first: an unreachable server, a missing database or a
             # refused user is reported at once, by name, instead of as a pool timeout.
-            from engine._postgres import check_connection
+            from incarnate._postgres import check_connection
 
             check_connection(self.storage, self.storage.timeout("connect_timeout"))
         try:
@@ -219,7 +219,7 @@ class Engine(Application[UUID]):
                 with contextlib.suppress(Exception):
                     factory.close()  # stop the pool's connection attempts
             if self.storage.kind == "postgres":
-                from engine._postgres import check_connection
+                from incarnate._postgres import check_connection
 
                 check_connection(self.storage, self.storage.timeout("connect_timeout"))
             raise StorageError(f"cannot open {self.storage.describe()}: {error}") from error
@@ -775,7 +775,7 @@ class Engine(Application[UUID]):
             self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:
-        """Commit points where tests inject crashes (see ``engine.testing``)."""
+        """Commit points where tests inject crashes (see ``incarnate.testing``)."""
         for hook in self.hooks:
             hook(point, uow)
 

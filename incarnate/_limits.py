@@ -13,7 +13,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import AggregateRecorder, EventStore, Mapper, Notification, Recording
 
-from engine.errors import ConfigurationError, PayloadTooLarge
+from incarnate.errors import ConfigurationError, PayloadTooLarge
 
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 """4 MiB: an event is history every replay and recovery reads again, so large

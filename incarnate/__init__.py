@@ -5,15 +5,15 @@ every instance — and every child it births, retries, resumes, cancels or
 messages — is saved in one atomic commit before anything is enacted.
 """
 
-from engine._clock import Clock, SystemClock, VirtualClock
-from engine._engine import Engine
-from engine._listing import Listing
-from engine._process import Decision
-from engine._recovery import MigrationRejected, ParkedRoot
-from engine._runners import DeterministicRunner, Runner, ThreadedRunner
-from engine._storage import Storage
-from engine._tasks import TaskCall, TaskFunction
-from engine.errors import (
+from incarnate._clock import Clock, SystemClock, VirtualClock
+from incarnate._engine import Engine
+from incarnate._listing import Listing
+from incarnate._process import Decision
+from incarnate._recovery import MigrationRejected, ParkedRoot
+from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
+from incarnate._storage import Storage
+from incarnate._tasks import TaskCall, TaskFunction
+from incarnate.errors import (
     ConfigurationError,
     EngineError,
     InstanceTerminated,

@@ -22,7 +22,7 @@ from aggregates import (
     Settlement,
 )
 from aggregates.errors import InputMismatch
-from engine._work import UnitOfWork
+from incarnate._work import UnitOfWork
 from statechart import (
     ActionFailed,
     ArmTimer,
@@ -54,7 +54,7 @@ from statechart import (
 from statechart.errors import CodecError, StepError
 
 if TYPE_CHECKING:
-    from engine._engine import Engine
+    from incarnate._engine import Engine
 
 PARENT_TYPE = "Instance"
 
@@ -85,7 +85,7 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
         if record.cancel is not None:
             uow.end_cancelled(instance, engine.clock.now())
             return Decision("cancelled", record.cancel.reason)
-        return None  # tasks are run by the runner, see engine._tasks
+        return None  # tasks are run by the runner, see incarnate._tasks
     chart = engine.charts.get(record.name)
     if chart is None:
         instance.record_incident(

@@ -20,7 +20,7 @@ reported in one line with status 70 (the traceback is printed only when
 ``INCARNATE_DEBUG`` is set).
 
 The operator commands (``list``, ``tree``, ``plan``, ``send``, ``recover``…)
-live in :mod:`engine._cli_ops`.
+live in :mod:`incarnate._cli_ops`.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ from typing import TypeVar
 
 import attrs
 
-from engine.errors import EngineError
+from incarnate.errors import EngineError
 from statechart import Chart, JsonValue, to_dot, to_mermaid
 from statechart.errors import ChartInvalid, IncarnateError
 
 if __name__ == "__main__":
-    # ``python -m engine._cli``: import the module under its own name and run that. Run as
-    # ``__main__``, its body would import the operator commands, which import ``engine._cli``
+    # ``python -m incarnate._cli``: import the module under its own name and run that. Run as
+    # ``__main__``, its body would import the operator commands, which import ``incarnate._cli``
     # again: a second copy whose errors this copy's main would not recognise.
-    from engine._cli import main as _cli_main
+    from incarnate._cli import main as _cli_main
 
     raise SystemExit(_cli_main())
 
@@ -352,7 +352,7 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    from engine._demo import DEFAULT_DB
+    from incarnate._demo import DEFAULT_DB
 
     parser.add_argument(
         "--db",
@@ -364,7 +364,7 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from engine._demo import run_demo
+    from incarnate._demo import run_demo
 
     return run_demo(args.db)
 
@@ -374,7 +374,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _operator_commands() -> tuple[Command, ...]:
     # The operator commands build on this module's errors and loaders.
-    from engine._cli_ops import OPERATOR_COMMANDS
+    from incarnate._cli_ops import OPERATOR_COMMANDS
 
     return OPERATOR_COMMANDS
 

@@ -5,7 +5,7 @@ The cases run in one driver process that imports the command line once and forks
 case; each forked process runs ``sys.exit(main())`` exactly as the installed ``incarnate`` script
 does, exits through the interpreter (its last flush of standard output included), and leaves its
 exit status and standard error for the test to read. A few cases also run through the installed
-script itself and through ``python -m engine._cli``.
+script itself and through ``python -m incarnate._cli``.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from uuid import UUID
 import attrs
 import pytest
 
-from engine import Engine, Storage
-from engine._cli import BROKEN_PIPE, BUG, COMMANDS, OPERATION_FAILED, USAGE_ERROR, parser
+from incarnate import Engine, Storage
+from incarnate._cli import BROKEN_PIPE, BUG, COMMANDS, OPERATION_FAILED, USAGE_ERROR, parser
 from tests.scenarios import charts
 
 ROOT = Path(__file__).resolve().parents[3]
 CHARTS = "tests.scenarios.charts:ALL"
-TASKS = "tests.unit.engine.sample_charts:TASKS"
-CHART = "tests.unit.engine.sample_charts:ORDER"
+TASKS = "tests.unit.incarnate.sample_charts:TASKS"
+CHART = "tests.unit.incarnate.sample_charts:ORDER"
 BAD_JSON = ("NaN", "1" * 5000, "[" * 5000 + "]" * 5000)
 """Values a JSON option refuses (every refusal is checked in-process in test_cli_ops.py)."""
 
@@ -39,8 +39,8 @@ DRIVER = r"""
 import json, os, signal, sys
 
 # Import once what every case imports, as a warm interpreter would have it.
-import eventsourcing.sqlite, tests.scenarios.charts, tests.unit.engine.sample_charts
-from engine._cli import main
+import eventsourcing.sqlite, tests.scenarios.charts, tests.unit.incarnate.sample_charts
+from incarnate._cli import main
 
 cases = json.loads(sys.stdin.read())
 statuses = [None] * len(cases)
@@ -295,10 +295,10 @@ def test_no_command_prints_a_traceback(stores: Stores, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_installed_entry_points_have_the_same_guard(stores: Stores, tmp_path: Path) -> None:
-    """The console script and ``python -m engine._cli`` exit 2 on NaN data and 141 on a closed output."""
+    """The console script and ``python -m incarnate._cli`` exit 2 on NaN data and 141 on a closed output."""
     script = Path(sys.executable).parent / "incarnate"
     entry_points = [[str(script)]] if script.exists() else []
-    entry_points.append([sys.executable, "-m", "engine._cli"])
+    entry_points.append([sys.executable, "-m", "incarnate._cli"])
     healthy = stores.fresh("entry-points")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for entry in entry_points:

@@ -23,10 +23,10 @@ from eventsourcing.persistence import InterfaceError, OperationalError, StoredEv
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType, retry
 
-from engine.errors import StoreUnreachable
+from incarnate.errors import StoreUnreachable
 
 if TYPE_CHECKING:
-    from engine._storage import Storage
+    from incarnate._storage import Storage
 
 STATEMENT_TIMEOUT_VARIABLE = "POSTGRES_STATEMENT_TIMEOUT"
 KEEPALIVES_IDLE = 30

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from engine._limits import DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_VARIABLE, setting
-from engine.errors import ConfigurationError
+from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_VARIABLE, setting
+from incarnate.errors import ConfigurationError
 
 DEFAULT_SQLITE_PATH = "incarnate.db"
 
@@ -34,7 +34,7 @@ DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 5
 DEFAULT_SQLITE_LOCK_TIMEOUT = 30
 """Seconds a SQLite writer waits for the database lock."""
 
-_POSTGRES_FACTORY = "engine._postgres:Factory"
+_POSTGRES_FACTORY = "incarnate._postgres:Factory"
 _TIMEOUT_VARIABLES = {
     "connect_timeout": ("POSTGRES_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT),
     "statement_timeout": ("POSTGRES_STATEMENT_TIMEOUT", DEFAULT_STATEMENT_TIMEOUT),

@@ -19,7 +19,7 @@ from aggregates import Instance
 from statechart import Event, JsonValue, Snapshot, error_invoke_event
 
 if TYPE_CHECKING:
-    from engine._engine import Engine
+    from incarnate._engine import Engine
 
 
 class UnitOfWork:

@@ -22,8 +22,8 @@ from aggregates import InstanceStatus, Ref
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
-    from engine._engine import Engine
-    from engine._process import Decision
+    from incarnate._engine import Engine
+    from incarnate._process import Decision
 
 log = logging.getLogger("incarnate.tasks")
 
@@ -61,8 +61,8 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
 
 def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     """Run a born task child and commit its outcome with the parent's notification."""
-    from engine._process import Decision
-    from engine._work import UnitOfWork
+    from incarnate._process import Decision
+    from incarnate._work import UnitOfWork
 
     instance = engine.instance(instance_id)
     record = instance.record

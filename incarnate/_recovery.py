@@ -42,8 +42,8 @@ from aggregates import (
     Provenance,
 )
 from aggregates.errors import CorruptRecord
-from engine._work import UnitOfWork
-from engine.errors import EngineError, StorageError, UnknownInstance
+from incarnate._work import UnitOfWork
+from incarnate.errors import EngineError, StorageError, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable, resume_plan
 from statechart import (
     Chart,
@@ -58,7 +58,7 @@ from statechart import (
 from statechart.errors import CodecError
 
 if TYPE_CHECKING:
-    from engine._engine import Engine
+    from incarnate._engine import Engine
 
 log = logging.getLogger("incarnate.recovery")
 

@@ -32,13 +32,13 @@ from uuid import UUID
 import attrs
 
 from aggregates import ChartVersion, Instance, InstanceStatus, Ref
-from engine._cli import CommandError
-from engine._engine import Engine
-from engine._listing import ROWS_TABLE, TRACKING_TABLE
-from engine._runners import ThreadedRunner
-from engine._storage import Storage
-from engine._tasks import TaskCall
-from engine._work import UnitOfWork
+from incarnate._cli import CommandError
+from incarnate._engine import Engine
+from incarnate._listing import ROWS_TABLE, TRACKING_TABLE
+from incarnate._runners import ThreadedRunner
+from incarnate._storage import Storage
+from incarnate._tasks import TaskCall
+from incarnate._work import UnitOfWork
 from projections import TreeNode, call_tree, render_timeline, render_tree, timeline
 from statechart import (
     Chart,
@@ -339,7 +339,7 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
     """Run, kill and recover the order; print the call tree and the timeline before and after.
 
     An existing ``db`` is replaced only when it holds nothing but an earlier
-    demo's records; otherwise :class:`~engine._cli.CommandError` is raised
+    demo's records; otherwise :class:`~incarnate._cli.CommandError` is raised
     and the file is left untouched.
     """
     path = Path(db)
@@ -349,7 +349,7 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
     out("1. A worker process runs the order: one packer child per item, a card charge whose")
     out("   first attempt fails and is retried, then a human approval gate.")
     process = subprocess.Popen(
-        [sys.executable, "-m", "engine._demo", "--db", str(path), "worker"],
+        [sys.executable, "-m", "incarnate._demo", "--db", str(path), "worker"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -461,7 +461,7 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m engine._demo [--db PATH] [worker]``."""
+    """``python -m incarnate._demo [--db PATH] [worker]``."""
     parser = argparse.ArgumentParser(prog="incarnate demo")
     parser.add_argument("--db", default=DEFAULT_DB)
     parser.add_argument("role", nargs="?", default="demo", choices=["demo", "worker"])

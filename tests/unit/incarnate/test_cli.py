@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engine._cli import COMMANDS, main, parser
+from incarnate._cli import COMMANDS, main, parser
 from statechart import to_dot, to_mermaid
-from tests.unit.engine import sample_charts
+from tests.unit.incarnate import sample_charts
 
 ROOT = Path(__file__).resolve().parents[3]
-SAMPLE = "tests.unit.engine.sample_charts"
+SAMPLE = "tests.unit.incarnate.sample_charts"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -61,7 +61,10 @@ def test_diagram_writes_the_output_file(capsys: pytest.CaptureFixture[str], tmp_
         (f"{SAMPLE}:", "is not an import path"),
         (":ORDER", "is not an import path"),
         (f"{SAMPLE}:ORDER:again", "is not an import path"),
-        ("tests.unit.engine.no_such_module:ORDER", "module 'tests.unit.engine.no_such_module' not found"),
+        (
+            "tests.unit.incarnate.no_such_module:ORDER",
+            "module 'tests.unit.incarnate.no_such_module' not found",
+        ),
         ("no_such_package.charts:ORDER", "module 'no_such_package.charts' not found"),
         (f"{SAMPLE}:MISSING", f"module '{SAMPLE}' has no attribute 'MISSING'; charts it defines: ORDER"),
         (f"{SAMPLE}:ORDER.missing", "has no attribute 'ORDER.missing'"),
@@ -171,9 +174,9 @@ def test_every_command_is_registered() -> None:
 
 @pytest.mark.slow
 def test_python_dash_m_engine_runs_the_command_line() -> None:
-    """``python -m engine diagram …`` runs the same command line in a fresh process."""
+    """``python -m incarnate diagram …`` runs the same command line in a fresh process."""
     result = subprocess.run(
-        [sys.executable, "-m", "engine", "diagram", f"{SAMPLE}:ORDER", "--format", "dot"],
+        [sys.executable, "-m", "incarnate", "diagram", f"{SAMPLE}:ORDER", "--format", "dot"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -245,11 +248,11 @@ def test_an_interrupt_exits_130_quietly(capsys: pytest.CaptureFixture[str], make
 
 @pytest.mark.slow
 def test_python_dash_m_engine_cli_runs_the_command_line(tmp_path: Path) -> None:
-    """``python -m engine._cli`` runs the command line like the installed script (no import cycle)."""
+    """``python -m incarnate._cli`` runs the command line like the installed script (no import cycle)."""
     empty = tmp_path / "store.db"
     empty.write_text("")  # an empty SQLite file: a store with no tables yet
     result = subprocess.run(
-        [sys.executable, "-m", "engine._cli", "list", "--db", str(empty)],
+        [sys.executable, "-m", "incarnate._cli", "list", "--db", str(empty)],
         cwd=ROOT,
         capture_output=True,
         text=True,

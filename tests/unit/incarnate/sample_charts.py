@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine import TaskCall, TaskFunction
+from incarnate import TaskCall, TaskFunction
 from statechart import Chart, NoContext, after, final, state, transition
 
 ORDER = Chart(

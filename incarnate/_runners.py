@@ -17,10 +17,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from engine.errors import ConfigurationError
+from incarnate.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from engine._engine import Engine
+    from incarnate._engine import Engine
 
 log = logging.getLogger("incarnate.runner")
 

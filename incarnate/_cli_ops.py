@@ -30,13 +30,13 @@ from eventsourcing.persistence import PersistenceError
 
 from aggregates import Activation, Instance, InstanceKind, InstanceStatus
 from aggregates.errors import CorruptRecord, DecodeError, InvalidCommand
-from engine._cli import Command, CommandError, CommandFailed, _problems, load_object, parse_json_option
-from engine._engine import Engine
-from engine._recovery import MigrationRejected
-from engine._runners import Runner, ThreadedRunner
-from engine._storage import Storage
-from engine._tasks import TaskCall, TaskFunction
-from engine.errors import EngineError, InstanceTerminated, StorageError, UnknownInstance
+from incarnate._cli import Command, CommandError, CommandFailed, _problems, load_object, parse_json_option
+from incarnate._engine import Engine
+from incarnate._recovery import MigrationRejected
+from incarnate._runners import Runner, ThreadedRunner
+from incarnate._storage import Storage
+from incarnate._tasks import TaskCall, TaskFunction
+from incarnate.errors import EngineError, InstanceTerminated, StorageError, UnknownInstance
 from projections import (
     Checkpoint,
     CheckpointError,

@@ -15,16 +15,16 @@ import attrs
 import pytest
 
 from aggregates import InstanceStatus, Settlement
-from engine import Engine, Storage
-from engine._cli import main
-from engine._cli_ops import _Progress
+from incarnate import Engine, Storage
+from incarnate._cli import main
+from incarnate._cli_ops import _Progress
 from statechart import Chart, Registry
 from tests.scenarios import charts
-from tests.unit.engine import v2_charts
+from tests.unit.incarnate import v2_charts
 
 CHARTS = "tests.scenarios.charts:ALL"
-V2 = "tests.unit.engine.v2_charts:ALL"
-TASKS = "tests.unit.engine.sample_charts:TASKS"
+V2 = "tests.unit.incarnate.v2_charts:ALL"
+TASKS = "tests.unit.incarnate.sample_charts:TASKS"
 GATE_A = UUID("abcd0000-0000-4000-8000-000000000001")
 GATE_B = UUID("abcd1111-0000-4000-8000-000000000002")
 
@@ -327,7 +327,7 @@ def test_plan_needs_the_instance_chart(capsys: pytest.CaptureFixture[str], store
         "--db",
         store.db,
         "--charts",
-        "tests.unit.engine.sample_charts:ORDER",
+        "tests.unit.incarnate.sample_charts:ORDER",
     )
     assert status == 2
     assert "chart 'parent' of" in err and "is not among the charts of" in err
@@ -704,8 +704,8 @@ def test_progress_prints_plain_lines_elsewhere(monkeypatch: pytest.MonkeyPatch) 
     [
         ("tests.scenarios.charts:ALL", "parent", "running in gathering"),
         ("tests.scenarios.charts:KID", "kid", "running in working"),
-        ("tests.unit.engine.test_cli_ops:REGISTRY", "parent", "running in gathering"),
-        ("tests.unit.engine.test_cli_ops:registry", "parent", "running in gathering"),
+        ("tests.unit.incarnate.test_cli_ops:REGISTRY", "parent", "running in gathering"),
+        ("tests.unit.incarnate.test_cli_ops:registry", "parent", "running in gathering"),
     ],
 )
 def test_charts_may_be_a_list_a_chart_a_registry_or_a_maker(
@@ -721,20 +721,24 @@ def test_charts_may_be_a_list_a_chart_a_registry_or_a_maker(
 @pytest.mark.parametrize(
     ("option", "path", "expected"),
     [
-        ("--charts", "tests.unit.engine.test_cli_ops:NOT_CHARTS", "lists things that are not Charts: item 1"),
-        ("--charts", "tests.unit.engine.test_cli_ops:NO_CHARTS", "lists no charts"),
         (
             "--charts",
-            "tests.unit.engine.sample_charts:NOT_A_CHART",
+            "tests.unit.incarnate.test_cli_ops:NOT_CHARTS",
+            "lists things that are not Charts: item 1",
+        ),
+        ("--charts", "tests.unit.incarnate.test_cli_ops:NO_CHARTS", "lists no charts"),
+        (
+            "--charts",
+            "tests.unit.incarnate.sample_charts:NOT_A_CHART",
             "not a list of Charts, a Registry or a Chart",
         ),
         ("--charts", "tests.scenarios.charts", "write CHARTS as 'package.module:attribute'"),
         ("--charts", "tests.scenarios.charts:PARENT", "the charts of 'tests.scenarios.charts:PARENT' cannot"),
-        ("--tasks", "tests.unit.engine.sample_charts:NOT_TASKS", "'charge' maps to a str"),
-        ("--tasks", "tests.unit.engine.sample_charts:ORDER", "not a dict of task functions"),
+        ("--tasks", "tests.unit.incarnate.sample_charts:NOT_TASKS", "'charge' maps to a str"),
+        ("--tasks", "tests.unit.incarnate.sample_charts:ORDER", "not a dict of task functions"),
         (
             "--tasks",
-            "tests.unit.engine.sample_charts:MISSING",
+            "tests.unit.incarnate.sample_charts:MISSING",
             "has no attribute 'MISSING'; task tables it defines: TASKS\n",
         ),
     ],
@@ -760,7 +764,7 @@ def test_tasks_may_be_a_function_returning_the_table(
         "--charts",
         CHARTS,
         "--tasks",
-        "tests.unit.engine.sample_charts:tasks",
+        "tests.unit.incarnate.sample_charts:tasks",
     )
     assert status == 0
 

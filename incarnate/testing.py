@@ -14,12 +14,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from engine._clock import Clock, VirtualClock
-from engine._engine import Engine
-from engine._runners import DeterministicRunner, Runner, ThreadedRunner
-from engine._storage import Storage
-from engine._tasks import TaskFunction
-from engine._work import UnitOfWork
+from incarnate._clock import Clock, VirtualClock
+from incarnate._engine import Engine
+from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
+from incarnate._storage import Storage
+from incarnate._tasks import TaskFunction
+from incarnate._work import UnitOfWork
 from statechart import Chart
 
 

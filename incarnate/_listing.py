@@ -38,7 +38,7 @@ from eventsourcing.persistence import Notification, PersistenceError
 from eventsourcing.utils import TopicError, resolve_topic
 
 from aggregates.errors import DecodeError
-from engine.errors import EngineError, StorageError
+from incarnate.errors import EngineError, StorageError
 from projections._listing import (
     INSTANCE_TOPIC_PREFIX,
     ListingRow,
@@ -51,7 +51,7 @@ from projections._listing import (
 if TYPE_CHECKING:
     import psycopg
 
-    from engine._engine import Engine
+    from incarnate._engine import Engine
 
 log = logging.getLogger("incarnate.listing")
 _T = TypeVar("_T")

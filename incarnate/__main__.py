@@ -1,0 +1,6 @@
+"""``python -m incarnate``: the ``incarnate`` command line."""
+
+from incarnate._cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
