@@ -1,0 +1,7 @@
+"""The store port: what the engine needs from where it keeps its events, and one adapter per store.
+
+The store kind (in memory, a SQLite file, PostgreSQL) is decided in one
+place, :meth:`incarnate.Storage.open`; everything else talks to the
+:class:`~incarnate.store._port.Store` it returns. Each adapter passes the
+contract suite in ``tests/contract/``.
+"""
