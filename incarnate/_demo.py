@@ -34,11 +34,11 @@ import attrs
 from aggregates import ChartVersion, Instance, InstanceStatus, Ref
 from incarnate._cli import CommandError
 from incarnate._engine import Engine
-from incarnate._listing import ROWS_TABLE, TRACKING_TABLE
 from incarnate._runners import ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall
 from incarnate._work import UnitOfWork
+from incarnate.store._sql import HEARTBEATS_TABLE, LEASES_TABLE, ROWS_TABLE, TRACKING_TABLE
 from projections import TreeNode, call_tree, render_timeline, render_tree, timeline
 from statechart import (
     Chart,
@@ -253,7 +253,7 @@ def _foreign_records(connection: sqlite3.Connection) -> str | None:
     """What in the open store is not the demo's, or None (the connection is closed)."""
     try:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        other = sorted(tables - {*_EVENT_TABLES, ROWS_TABLE, TRACKING_TABLE})
+        other = sorted(tables - {*_EVENT_TABLES, ROWS_TABLE, TRACKING_TABLE, HEARTBEATS_TABLE, LEASES_TABLE})
         if other:
             return f"it has tables the demo does not write ({', '.join(other)})"
         owned = _demo_ids()

@@ -14,12 +14,19 @@ variable, else a documented default (``docs/reference/configuration.md``).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
+from eventsourcing.utils import resolve_topic
 
 from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_VARIABLE, setting
 from incarnate.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from incarnate.store._port import Store
 
 DEFAULT_SQLITE_PATH = "incarnate.db"
 
@@ -34,8 +41,23 @@ DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 5
 DEFAULT_SQLITE_LOCK_TIMEOUT = 30
 """Seconds a SQLite writer waits for the database lock."""
 
-_POSTGRES_FACTORY = "incarnate._postgres:Factory"
-_TIMEOUT_VARIABLES = {
+_POSTGRES_FACTORY = "incarnate.store._postgres:Factory"
+_FORMER_POSTGRES_FACTORY = "incarnate._postgres:Factory"
+"""Where the factory lived before the store adapters; still accepted from the environment."""
+
+_ADAPTERS = {
+    "popo": "incarnate.store._memory:MemoryStore",
+    "sqlite": "incarnate.store._sqlite:SQLiteStore",
+    "postgres": "incarnate.store._postgres:PostgresStore",
+}
+"""The one place a store kind is decided: each kind's adapter class (imported on first use, so
+``psycopg`` stays optional)."""
+_ADAPTERS_LOCK = threading.Lock()
+URL_FORMS = (
+    "a SQLite file path (or sqlite:///PATH), or "
+    "postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=SCHEMA]"
+)
+TIMEOUT_VARIABLES = {
     "connect_timeout": ("POSTGRES_CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT),
     "statement_timeout": ("POSTGRES_STATEMENT_TIMEOUT", DEFAULT_STATEMENT_TIMEOUT),
     "lock_timeout": ("POSTGRES_LOCK_TIMEOUT", DEFAULT_POSTGRES_LOCK_TIMEOUT),
@@ -50,6 +72,7 @@ _MODULES = {
     "sqlite": "eventsourcing.sqlite",
     "postgres": "eventsourcing.postgres",
 }
+"""The ``PERSISTENCE_MODULE`` values :meth:`Storage.from_env` accepts, by kind."""
 
 
 @attrs.frozen
@@ -133,7 +156,7 @@ class Storage:
         env = os.environ if environ is None else environ
         module = env.get("PERSISTENCE_MODULE", "")
         kind = next((k for k, m in _MODULES.items() if module in (m, k)), None)
-        if module == _POSTGRES_FACTORY:
+        if module in (_POSTGRES_FACTORY, _FORMER_POSTGRES_FACTORY):
             kind = "postgres"
         if module and kind is None:
             raise ConfigurationError(
@@ -148,7 +171,7 @@ class Storage:
             )
         if kind == "popo":
             return cls.popo(max_payload_bytes=limit)
-        timeouts = {name: _optional(env, variable) for name, (variable, _) in _TIMEOUT_VARIABLES.items()}
+        timeouts = {name: _optional(env, variable) for name, (variable, _) in TIMEOUT_VARIABLES.items()}
         return cls.postgres(
             env.get("POSTGRES_DBNAME", "test"),
             host=env.get("POSTGRES_HOST", "127.0.0.1"),
@@ -160,6 +183,86 @@ class Storage:
             max_payload_bytes=limit,
             **timeouts,
         )
+
+    @classmethod
+    def from_url(cls, text: str) -> Storage:
+        """A store named the way ``--db`` takes it.
+
+        A SQLite file path (``work/incarnate.db``) or ``sqlite:///PATH``
+        (``sqlite:////abs/path.db`` for an absolute path), or
+        ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=SCHEMA]``
+        (``postgres://`` too). Anything else raises a
+        :class:`ConfigurationError` naming the accepted forms; a password is
+        never repeated in it.
+        """
+        text = text.strip()
+        scheme, separator, _ = text.partition("://")
+        if not separator:
+            if not text:
+                raise ConfigurationError(f"an empty store name; give {URL_FORMS}")
+            return cls.sqlite(text)
+        scheme = scheme.lower()
+        if scheme == "sqlite":
+            path = text[len("sqlite:///") :] if text.lower().startswith("sqlite:///") else ""
+            if not path:
+                raise ConfigurationError(
+                    f"store URL {text!r} names no file: write sqlite:///relative.db or "
+                    f"sqlite:////absolute/path.db; accepted: {URL_FORMS}"
+                )
+            return cls.sqlite(path)
+        if scheme in ("postgresql", "postgres"):
+            return cls._from_postgres_url(text)
+        raise ConfigurationError(f"store URL scheme {scheme!r} is not supported; give {URL_FORMS}")
+
+    @classmethod
+    def _from_postgres_url(cls, text: str) -> Storage:
+        parts = urlsplit(text)
+        shown = _without_password(text, parts.password)
+        try:
+            port = parts.port or 5432
+        except ValueError as error:
+            raise ConfigurationError(
+                f"store URL {shown!r} has a bad port ({error}); give {URL_FORMS}"
+            ) from error
+        dbname = unquote(parts.path.lstrip("/"))
+        if not parts.hostname or not dbname or "/" in dbname:
+            raise ConfigurationError(
+                f"store URL {shown!r} needs a host and a database name; give {URL_FORMS}"
+            )
+        query = parse_qs(parts.query, keep_blank_values=True)
+        unknown = sorted(set(query) - {"schema"})
+        if unknown:
+            raise ConfigurationError(
+                f"store URL {shown!r} has unsupported parameters {unknown}; only ?schema=NAME is accepted"
+            )
+        return cls.postgres(
+            dbname,
+            host=parts.hostname,
+            port=port,
+            user=unquote(parts.username or "postgres"),
+            password=unquote(parts.password or ""),
+            schema=query.get("schema", [""])[-1],
+        )
+
+    def url(self) -> str:
+        """This storage as a ``--db`` value (:meth:`from_url` reads it back), its password left out."""
+        return self.open().url()
+
+    def open(self) -> Store:
+        """The adapter of this storage's kind: the one place the kind is decided."""
+        topic = _ADAPTERS.get(self.kind)
+        if topic is None:
+            raise ConfigurationError(f"storage kind {self.kind!r} is not one of {sorted(_ADAPTERS)}")
+        try:
+            with _ADAPTERS_LOCK:
+                adapter = resolve_topic(topic)
+        except ImportError as error:
+            raise ConfigurationError(
+                f"the {self.kind} store needs a package that is not installed ({error}); "
+                "install it with `pip install 'incarnate[postgres]'`"
+            ) from error
+        store: Store = adapter(self)
+        return store
 
     def payload_limit(self, environ: Mapping[str, str] | None = None) -> int:
         """The maximum encoded size of one stored event, in bytes.
@@ -179,48 +282,26 @@ class Storage:
         env = os.environ if environ is None else environ
         if self.kind == "sqlite" and name == "lock_timeout":
             return setting(self.lock_timeout, "SQLITE_LOCK_TIMEOUT", DEFAULT_SQLITE_LOCK_TIMEOUT, env)
-        variable, default = _TIMEOUT_VARIABLES[name]
+        variable, default = TIMEOUT_VARIABLES[name]
         value: int | None = getattr(self, name)
         return setting(value, variable, default, env)
 
     def env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The eventsourcing environment for this storage (``environ`` fills unset timeouts)."""
-        if self.kind not in _MODULES:
-            raise ConfigurationError(f"storage kind {self.kind!r} is not one of {sorted(_MODULES)}")
-        env = {"PERSISTENCE_MODULE": _MODULES[self.kind]}
-        if self.kind == "sqlite":
-            if self.sqlite_path in (":memory:", ""):
-                raise ConfigurationError(
-                    "a plain ':memory:' SQLite database is empty for every pooled connection; use "
-                    "Storage.popo() for memory, or 'file:NAME?mode=memory&cache=shared'"
-                )
-            env["SQLITE_DBNAME"] = self.sqlite_path
-            env["SQLITE_LOCK_TIMEOUT"] = str(self.timeout("lock_timeout", environ))
-        elif self.kind == "postgres":
-            env.update(
-                POSTGRES_DBNAME=self.postgres_dbname,
-                POSTGRES_HOST=self.postgres_host,
-                POSTGRES_PORT=str(self.postgres_port),
-                POSTGRES_USER=self.postgres_user,
-                POSTGRES_PASSWORD=self.postgres_password,
-                CREATE_TABLE="y" if self.create_tables else "n",
-            )
-            env["PERSISTENCE_MODULE"] = _POSTGRES_FACTORY
-            for name, (variable, _) in _TIMEOUT_VARIABLES.items():
-                env[variable] = str(self.timeout(name, environ))
-            if self.postgres_schema:
-                env["POSTGRES_SCHEMA"] = self.postgres_schema
+        env = self.open().environment(environ)
         env.update(dict(self.extra))
         return env
 
     def describe(self) -> str:
-        """A one-line description for logs and the CLI."""
-        if self.kind == "sqlite":
-            return f"SQLite file {self.sqlite_path}"
-        if self.kind == "postgres":
-            where = f"{self.postgres_host}:{self.postgres_port}/{self.postgres_dbname}"
-            return f"PostgreSQL {self.postgres_user}@{where}"
-        return "in-memory (POPO)"
+        """A one-line description for logs and the CLI (never a password)."""
+        return self.open().describe()
+
+
+def _without_password(text: str, password: str | None) -> str:
+    """``text`` with its password (when it has one) shown as ``***``."""
+    if not password:
+        return text
+    return text.replace(f":{password}@", ":***@", 1).replace(password, "***")
 
 
 def _optional(env: Mapping[str, str], variable: str) -> int | None:

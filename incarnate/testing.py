@@ -114,14 +114,10 @@ def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterat
     is exactly what tests using this crash point detect.
     """
     recorder: Any = engine.recorder
-    kind = engine.storage.kind
-    if kind == "sqlite":
-        name = "_insert_events"
-    elif kind == "postgres":
-        name = "_insert_stored_events"
-    else:
+    name = engine.store.crash_inside_commit(recorder)
+    if name is None:
         raise ValueError(
-            "an in-memory store has no transaction to crash inside; use BEFORE_COMMIT or AFTER_COMMIT"
+            f"{engine.store.describe()} has no transaction to crash inside; use BEFORE_COMMIT or AFTER_COMMIT"
         )
     original = getattr(recorder, name)
     target: list[tuple[str, int]] = []

@@ -3,10 +3,10 @@
 Recovery and the command line need to know which instances are still in
 flight without rebuilding every aggregate. :func:`apply_notification` folds
 one stored event into a table of :class:`ListingRow` values. It reads the
-event's JSON state directly (no cattrs structuring) and only for the two
-event types that carry what a row needs (``Started`` and
-``IncidentRecorded``; see :func:`needs_state`), so catching up over a long
-log stays cheap.
+event's JSON state directly (no cattrs structuring) and only for the
+event types that carry what a row needs (``Started``, ``IncidentRecorded``
+and ``Claimed``; see :func:`needs_state`), so catching up over a long log
+stays cheap.
 
 The status a row carries mirrors the ``apply`` methods of
 :class:`~aggregates.Instance` event by event. It is a view, not the truth:
@@ -41,8 +41,15 @@ FAILED = _topic(Instance.Failed)
 CANCELLED = _topic(Instance.Cancelled)
 INCIDENT_RECORDED = _topic(Instance.IncidentRecorded)
 RESOLVED = _topic(Instance.Resolved)
+CLAIMED = f"{INSTANCE_TOPIC_PREFIX}Claimed"
+"""A new owner took the instance over (its ``owner`` field); named, not imported, so the
+listing reads logs written before and after the event existed."""
+ORPHANED = f"{INSTANCE_TOPIC_PREFIX}Orphaned"
+"""The instance was written off as an orphan (its parent's record is gone)."""
+ORPHAN = "orphan"
+"""The status of an orphaned instance: finished, distinct from failed and cancelled."""
 
-_STATUSES = frozenset(status.value for status in InstanceStatus)
+_STATUSES = frozenset(status.value for status in InstanceStatus) | {ORPHAN}
 _KINDS = frozenset(kind.value for kind in InstanceKind)
 
 
@@ -61,12 +68,16 @@ class ListingRow:
     status: str = attrs.field(validator=attrs.validators.in_(_STATUSES))
     """An :class:`~aggregates.InstanceStatus` value."""
     owner: str
-    """The engine that started the instance."""
+    """The engine that owns the instance: the one that started it, or the last to claim it."""
     version: int
     """The aggregate version of the last event folded into this row."""
     has_snapshot: bool = False
     """Whether a statechart snapshot was recorded (a macrostep or a migration): a resolved
     instance goes back to running when it has one, to born when it never stepped."""
+    changed_at: float = 0.0
+    """When the row last changed (store time, seconds since the epoch, as the listing passed
+    it to :func:`apply_notification`): recovery leaves an instance alone until it has been
+    quiet for a while."""
 
     @property
     def instance_status(self) -> InstanceStatus:
@@ -75,8 +86,8 @@ class ListingRow:
 
     @property
     def finished(self) -> bool:
-        """Whether the instance ended for good (done, failed or cancelled)."""
-        return self.instance_status.finished
+        """Whether the instance ended for good (done, failed, cancelled or orphaned)."""
+        return self.status == ORPHAN or self.instance_status.finished
 
     @property
     def in_flight(self) -> bool:
@@ -103,13 +114,19 @@ def needs_state(topic: str) -> bool:
     Callers may pass an empty state for every other topic and skip decoding
     it (a ``Stepped`` event carries a whole statechart snapshot).
     """
-    return topic == STARTED or topic == INCIDENT_RECORDED
+    return topic in (STARTED, INCIDENT_RECORDED, CLAIMED)
 
 
 def apply_notification(
-    rows: dict[UUID, ListingRow], topic: str, originator_id: UUID, version: int, state: Mapping[str, Any]
+    rows: dict[UUID, ListingRow],
+    topic: str,
+    originator_id: UUID,
+    version: int,
+    state: Mapping[str, Any],
+    *,
+    at: float = 0.0,
 ) -> None:
-    """Fold one stored event into ``rows``, in place.
+    """Fold one stored event into ``rows``, in place; a row it changes gets ``changed_at=at``.
 
     ``state`` is the stored event's JSON state, decoded with plain ``json``
     (it may be empty when :func:`needs_state` is False). Events of other
@@ -121,21 +138,22 @@ def apply_notification(
     row = rows.get(originator_id)
     if topic == STARTED:
         if row is None:
-            rows[originator_id] = _started(topic, originator_id, version, state)
+            rows[originator_id] = attrs.evolve(_started(topic, originator_id, version, state), changed_at=at)
         return
     if row is None or version <= row.version:
         return
     change = _CHANGES.get(topic)
-    rows[originator_id] = (
-        attrs.evolve(row, version=version) if change is None else change(row, version, state, topic)
-    )
+    changed = attrs.evolve(row, version=version) if change is None else change(row, version, state, topic)
+    rows[originator_id] = attrs.evolve(changed, changed_at=at)
 
 
 UNDECODABLE_NAME = "<undecodable>"
 """The name of a row listed from a first record that does not decode."""
 
 
-def apply_undecodable(rows: dict[UUID, ListingRow], originator_id: UUID, version: int) -> None:
+def apply_undecodable(
+    rows: dict[UUID, ListingRow], originator_id: UUID, version: int, *, at: float = 0.0
+) -> None:
     """Fold a stored record that does not decode (its topic or state is unreadable) into ``rows``.
 
     A first record lists the instance anyway, as a born root named
@@ -155,10 +173,11 @@ def apply_undecodable(rows: dict[UUID, ListingRow], originator_id: UUID, version
                 status=InstanceStatus.BORN.value,
                 owner="",
                 version=version,
+                changed_at=at,
             )
         return
     if version > row.version:
-        rows[originator_id] = attrs.evolve(row, version=version)
+        rows[originator_id] = attrs.evolve(row, version=version, changed_at=at)
 
 
 def _started(topic: str, originator_id: UUID, version: int, state: Mapping[str, Any]) -> ListingRow:
@@ -206,6 +225,17 @@ def _incident(row: ListingRow, version: int, state: Mapping[str, Any], topic: st
     return attrs.evolve(row, version=version, status=status)
 
 
+def _claimed(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+    owner = state.get("owner")
+    if not isinstance(owner, str):
+        raise DecodeError(topic, row.id, version, f"expected a string owner, got {owner!r}")
+    return attrs.evolve(row, version=version, owner=owner)
+
+
+def _orphaned(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+    return attrs.evolve(row, version=version, status=ORPHAN)
+
+
 def _resolved(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
     status = InstanceStatus.RUNNING if row.has_snapshot else InstanceStatus.BORN
     return attrs.evolve(row, version=version, status=status.value)
@@ -219,6 +249,8 @@ _CHANGES: dict[str, _Change] = {
     CANCELLED: _ended(InstanceStatus.CANCELLED),
     INCIDENT_RECORDED: _incident,
     RESOLVED: _resolved,
+    CLAIMED: _claimed,
+    ORPHANED: _orphaned,
 }
 """Events that change more than the version; every other Instance event only bumps it."""
 

@@ -5,3 +5,17 @@ place, :meth:`incarnate.Storage.open`; everything else talks to the
 :class:`~incarnate.store._port.Store` it returns. Each adapter passes the
 contract suite in ``tests/contract/``.
 """
+
+from incarnate.store._memory import forget_memory_store
+from incarnate.store._port import Change, Coordination, Heartbeat, Lease, ListingTables, Store, UnreadableRow
+
+__all__ = [
+    "forget_memory_store",
+    "Change",
+    "Coordination",
+    "Heartbeat",
+    "Lease",
+    "ListingTables",
+    "Store",
+    "UnreadableRow",
+]

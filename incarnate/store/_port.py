@@ -15,17 +15,25 @@ compare-and-swap that fences a stale owner (see ``docs/explanation/ownership.md`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 from uuid import UUID
 
 import attrs
 from eventsourcing.persistence import ApplicationRecorder
 
+from incarnate.errors import StorageError
 from projections import ListingRow
 
 Change = tuple[int, ListingRow]
 """A listing row to write, with its insertion sequence (used only when the row is new)."""
+
+
+class UnreadableRow(StorageError):
+    """A stored listing row (or the position) does not read back; the listing rebuilds itself from the log."""
+
+    def __init__(self, key: object, error: Exception) -> None:
+        super().__init__(f"listing row {key}: {type(error).__name__}: {error}")
 
 
 @attrs.frozen
@@ -62,7 +70,10 @@ class ListingTables(Protocol):
         ...
 
     def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
-        """The stored rows of ``ids`` (absent ones left out)."""
+        """The stored rows of ``ids`` (absent ones left out).
+
+        :class:`UnreadableRow` when a stored row does not read back.
+        """
         ...
 
     def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
@@ -120,9 +131,11 @@ class Coordination(Protocol):
     def claim(self, roots: Sequence[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
         """Lease up to ``limit`` of ``roots`` to ``holder``, atomically, in the order given.
 
-        A root whose lease another holder still holds is skipped (never
-        waited for); an expired or released lease is taken over. Returns the
-        roots now leased to ``holder``.
+        A root whose lease is still held — by another holder or by
+        ``holder`` itself, whose earlier attempt may still be running — is
+        skipped (never waited for); an expired or released lease is taken
+        over, counting one more attempt. Returns the roots now leased to
+        ``holder``, in the order given.
         """
         ...
 
@@ -175,8 +188,12 @@ class Store(Protocol):
         """A one-line description for logs and messages (never a password)."""
         ...
 
-    def environment(self) -> dict[str, str]:
-        """The ``eventsourcing`` settings for the engine's Application."""
+    def url(self) -> str:
+        """The store as a ``--db`` value that :meth:`incarnate.Storage.from_url` reads back (no password)."""
+        ...
+
+    def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The ``eventsourcing`` settings for the engine's Application (``environ`` fills unset timeouts)."""
         ...
 
     def check(self) -> None:

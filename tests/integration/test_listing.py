@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 from uuid import UUID
 
 import pytest
@@ -11,6 +11,7 @@ from eventsourcing.domain import Aggregate
 
 from incarnate import Engine
 from incarnate._listing import Listing
+from incarnate.store import Change
 from incarnate.testing import SimulatedCrash
 from projections._listing import STARTED, ListingRow
 from tests.integration.conftest import EngineFactory
@@ -32,6 +33,25 @@ def make_listing(make_engine: EngineFactory) -> Iterator[ListingFactory]:
     yield build
     for listing in listings:
         listing.close()
+
+
+def crash_while_writing_rows(listing: Listing, monkeypatch: pytest.MonkeyPatch, *, at_write: int = 1) -> None:
+    """Make the listing's ``at_write``-th write crash inside its transaction, after the position moved."""
+    original = listing.tables.write
+    writes = [0]
+
+    def crashing(changes: Sequence[Change], expected: int, position: int) -> bool:
+        writes[0] += 1
+        if writes[0] != at_write:
+            return original(changes, expected, position)
+
+        def rows() -> Iterator[Change]:
+            raise SimulatedCrash("simulated crash after the position was moved, before the rows were written")
+            yield from changes
+
+        return original(cast(Sequence[Change], rows()), expected, position)
+
+    monkeypatch.setattr(listing.tables, "write", crashing)
 
 
 def family_engine(make_engine: EngineFactory) -> Engine:
@@ -226,11 +246,7 @@ def test_a_crash_before_the_write_commits_changes_nothing(
     engine.run_until_idle()
     pending = len(engine.recorder.select_notifications(start=position + 1, limit=100_000))
 
-    def crashing(*args: Any) -> None:
-        raise SimulatedCrash("simulated crash after the position was moved, before the rows were written")
-
-    backend = listing._backend
-    monkeypatch.setattr(backend, "_upsert", crashing)
+    crash_while_writing_rows(listing, monkeypatch)
     with pytest.raises(SimulatedCrash):
         listing.catch_up()
     assert (listing.position(), listing.rows()) == (position, rows)
@@ -249,6 +265,7 @@ def test_a_crash_before_the_write_commits_changes_nothing(
         engine.instance(kid_a).record.owner,
         engine.instance(kid_a).version,
         has_snapshot=True,
+        changed_at=reopened.get(kid_a).changed_at,  # type: ignore[union-attr]
     )
     assert listing.catch_up() == 0
     assert_matches_aggregates(engine, listing)
@@ -263,17 +280,7 @@ def test_a_crash_between_batches_keeps_the_earlier_batches(
     before = listing.catch_up()  # whatever the engine stored when it started
     start_family(engine)
     total = notification_count(engine)
-    backend = listing._backend
-    original = backend._upsert  # type: ignore[attr-defined]
-    writes = [0]
-
-    def crash_second(*args: Any) -> Any:
-        writes[0] += 1
-        if writes[0] == 2:
-            raise SimulatedCrash("simulated crash in the second batch")
-        return original(*args)
-
-    monkeypatch.setattr(backend, "_upsert", crash_second)
+    crash_while_writing_rows(listing, monkeypatch, at_write=2)
     with pytest.raises(SimulatedCrash):
         listing.catch_up()
     monkeypatch.undo()
@@ -296,14 +303,14 @@ def test_concurrent_catch_ups_apply_each_notification_once(
     start_family(engine)
     total = notification_count(engine)
     slow, fast = make_listing(engine), make_listing(engine)
-    original = slow._backend.write
+    original = slow.tables.write
     overtaken = [0]
 
     def overtaking_write(*args: Any) -> bool:
         overtaken[0] += fast.catch_up()
         return original(*args)
 
-    monkeypatch.setattr(slow._backend, "write", overtaking_write)
+    monkeypatch.setattr(slow.tables, "write", overtaking_write)
     assert slow.catch_up() == 0
     assert overtaken[0] == total
     assert slow.position() == fast.position() == last_notification_id(engine)
@@ -351,3 +358,50 @@ def test_the_listing_lags_until_it_catches_up(
         (kid_a, "running"),
         (kid_b, "running"),
     ]
+
+
+def test_a_claim_moves_the_listed_owner(make_engine: EngineFactory, make_listing: ListingFactory) -> None:
+    """After another engine takes a call tree over, the listing names it as the owner of every member."""
+    engine = family_engine(make_engine)
+    parent_id, kid_a, kid_b = start_family(engine)
+    successor = make_engine(charts.ALL, {"charge": lambda call: "ok"}, engine_id="successor")
+    successor.take_over(parent_id)
+    listing = make_listing(successor)
+    listing.catch_up()
+    owners = {row.id: row.owner for row in listing.rows()}
+    assert {owners[parent_id], owners[kid_a], owners[kid_b]} == {"successor"}
+    assert_matches_aggregates(successor, listing)
+
+
+def test_an_orphan_is_listed_finished(make_engine: EngineFactory, make_listing: ListingFactory) -> None:
+    """An orphaned instance is listed with status orphan and drops out of the in-flight rows."""
+    engine = family_engine(make_engine)
+    gate_id = engine.start("gate")
+    assert engine.orphan(gate_id, "its parent's record is gone")
+    listing = make_listing(engine)
+    listing.catch_up()
+    row = listing.get(gate_id)
+    assert row is not None
+    assert (row.status, row.finished, row.in_flight) == ("orphan", True, False)
+    assert gate_id not in {r.id for r in listing.rows(in_flight=True)}
+
+
+def test_changed_at_is_the_store_time_of_the_fold_that_changed_a_row(
+    make_engine: EngineFactory, make_listing: ListingFactory
+) -> None:
+    """A row's changed_at is the store time of the catch-up that last changed it; other rows keep theirs."""
+    engine = family_engine(make_engine)
+    quiet, busy = engine.start("gate"), engine.start("gate")
+    listing = make_listing(engine)
+    before = engine.coordination.now()
+    listing.catch_up()
+    after = engine.coordination.now()
+    first = {row.id: row.changed_at for row in listing.rows()}
+    assert before <= first[quiet] <= after
+    assert before <= first[busy] <= after
+    engine.send(busy, "answer", "yes")
+    engine.run_until_idle()
+    listing.catch_up()
+    second = {row.id: row.changed_at for row in listing.rows()}
+    assert second[quiet] == first[quiet]
+    assert after <= second[busy] <= engine.coordination.now()

@@ -1,0 +1,692 @@
+"""The PostgreSQL store: the events, the listing and the coordination tables in one database.
+
+Imported only when PostgreSQL is used (``psycopg`` is an optional dependency).
+
+The library's application recorder inserts in psycopg's pipeline mode. With
+psycopg 3.3's pure-Python implementation, an event larger than what the
+kernel's socket buffers absorb (about 4 MiB on a loopback connection, less
+on a slow link) hangs forever: ``pipeline_communicate`` stops after a
+partial flush, leaving the rest of the INSERT in libpq's output buffer, and
+then waits for results the server cannot send while it waits for the rest of
+the message (client in ``poll()``, server in ``ClientRead``). The recorder
+here sends the same statements in one ordinary transaction instead, where
+every statement is flushed completely before its result is awaited.
+
+Our own tables (``incarnate_listing``, ``incarnate_listing_tracking``,
+``incarnate_heartbeats``, ``incarnate_leases``) live in the engine's schema
+and are written through dedicated connections, never the library's pool: a
+session advisory lock taken on a pooled connection would stay held after the
+connection went back to the pool. Several processes may start at once, so
+tables are created under a transaction advisory lock (concurrent ``CREATE
+TABLE IF NOT EXISTS`` can still collide in the catalogue: "tuple concurrently
+updated"). Coordination times come from the server's
+``clock_timestamp()``, so hosts whose clocks disagree still agree on who is
+live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import ApplicationRecorder, InterfaceError, OperationalError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
+from eventsourcing.utils import Environment, EnvType, retry
+from psycopg import sql
+
+from incarnate.errors import StorageError, StoreUnreachable
+from incarnate.store._port import Change, Heartbeat, Lease
+from incarnate.store._sql import (
+    COLUMNS,
+    HEARTBEAT_COLUMNS,
+    HEARTBEATS_TABLE,
+    IN_FLIGHT_SQL,
+    LEASE_COLUMNS,
+    LEASES_TABLE,
+    READ_COLUMNS,
+    ROWS_TABLE,
+    TRACKING_NAME,
+    TRACKING_TABLE,
+    UPSERT_SET,
+    check_outcome,
+    read_position,
+    read_row,
+    sql_filter,
+)
+from projections import ListingRow
+
+if TYPE_CHECKING:
+    from incarnate._storage import Storage
+
+STATEMENT_TIMEOUT_VARIABLE = "POSTGRES_STATEMENT_TIMEOUT"
+KEEPALIVES_IDLE = 30
+"""Seconds of silence before TCP keepalives probe the server (then 3 probes 10 s apart)."""
+
+
+class NonPipelinedRecorder(PostgresApplicationRecorder):
+    """The library's application recorder, inserting without pipeline mode (see the module's docstring)."""
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """Lock the table, notify, insert and read the notification ids, in one transaction."""
+        if self.datastore.enable_db_functions:
+            ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return ids
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            self._insert_events(curs, stored_events, **kwargs)
+            if not stored_events:
+                return None
+            self._insert_stored_events(curs, stored_events, **kwargs)
+            return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+
+
+class Factory(PostgresFactory):
+    """The library's PostgreSQL factory, with a connect timeout, a statement timeout and keepalives.
+
+    The library reads ``POSTGRES_CONNECT_TIMEOUT`` as the pool's wait for a
+    connection; it is also given to libpq, so connecting to a silent host
+    stops too. ``POSTGRES_STATEMENT_TIMEOUT`` (seconds) bounds every
+    statement on the server.
+    """
+
+    application_recorder_class = NonPipelinedRecorder
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        connect_timeout = int(self.env.get(self.POSTGRES_CONNECT_TIMEOUT) or "0")
+        statement_timeout = int(self.env.get(STATEMENT_TIMEOUT_VARIABLE) or "0")
+        settings = self.datastore.pool.kwargs
+        assert isinstance(settings, dict)  # the library passes a dict of connection settings
+        if connect_timeout > 0:
+            settings["connect_timeout"] = max(2, connect_timeout)
+        if statement_timeout > 0:
+            settings["options"] = f"-c statement_timeout={statement_timeout * 1000}"
+        settings.update(
+            keepalives=1, keepalives_idle=KEEPALIVES_IDLE, keepalives_interval=10, keepalives_count=3
+        )
+
+
+def check_connection(storage: Storage, connect_timeout: int) -> None:
+    """Connect once, directly; raise a :class:`StoreUnreachable` that says why and what to check."""
+    try:
+        with psycopg.connect(
+            host=storage.postgres_host,
+            port=storage.postgres_port,
+            dbname=storage.postgres_dbname,
+            user=storage.postgres_user,
+            password=storage.postgres_password,
+            connect_timeout=max(2, connect_timeout),
+        ):
+            return
+    except psycopg.Error as error:
+        raise unreachable(storage, error) from error
+
+
+def unreachable(storage: Storage, error: BaseException) -> StoreUnreachable:
+    """The connection failure ``error`` as a message naming the server, the database and the fix."""
+    host, port = storage.postgres_host, storage.postgres_port
+    dbname, user = storage.postgres_dbname, storage.postgres_user
+    reason = " ".join(str(error).split())
+    if storage.postgres_password:
+        reason = reason.replace(storage.postgres_password, "***")
+    lowered = reason.lower()
+    if f'database "{dbname.lower()}" does not exist' in lowered:
+        message = (
+            f"database {dbname!r} does not exist on {host}:{port}; create it with "
+            f"`createdb -h {host} -p {port} -U {user} {dbname}`, or name an existing database "
+            "(Storage.postgres(dbname=...) or POSTGRES_DBNAME)"
+        )
+    elif "authentication failed" in lowered or "role" in lowered or "password" in lowered:
+        message = (
+            f"PostgreSQL at {host}:{port} refused user {user!r} for database {dbname!r}: {reason}; "
+            "check the user and its password (Storage.postgres(user=..., password=...) or "
+            "POSTGRES_USER and POSTGRES_PASSWORD) and the server's pg_hba.conf"
+        )
+    else:
+        message = (
+            f"cannot connect to PostgreSQL at {host}:{port} (database {dbname!r}, user {user!r}): "
+            f"{reason}; check that the server is running and accepts TCP connections there "
+            f"(`pg_isready -h {host} -p {port}`), and the host and port settings "
+            "(Storage.postgres(host=..., port=...) or POSTGRES_HOST and POSTGRES_PORT)"
+        )
+    return StoreUnreachable(message, host=host, port=port, dbname=dbname, user=user)
+
+
+FACTORY_TOPIC = "incarnate.store._postgres:Factory"
+"""The ``PERSISTENCE_MODULE`` value that selects :class:`Factory`."""
+CHANNEL = "incarnate_events"
+"""The channel the recorder NOTIFYs on every insert: the library names it after the events
+table, ``<application name>_events``, and the engine's application is named ``incarnate``."""
+_NOW = "extract(epoch from clock_timestamp())::float8"
+
+
+class PostgresStore:
+    """A PostgreSQL database: :class:`Factory` for the events, our tables next to them."""
+
+    kind = "postgres"
+    persistence_modules = (FACTORY_TOPIC, "eventsourcing.postgres", "postgres")
+    """The ``PERSISTENCE_MODULE`` values that select this store."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def describe(self) -> str:
+        """``PostgreSQL USER@HOST:PORT/DBNAME`` (and the schema when set): never the password."""
+        storage = self.storage
+        where = f"{storage.postgres_host}:{storage.postgres_port}/{storage.postgres_dbname}"
+        schema = f" schema {storage.postgres_schema}" if storage.postgres_schema else ""
+        return f"PostgreSQL {storage.postgres_user}@{where}{schema}"
+
+    def url(self) -> str:
+        """``postgresql://USER@HOST:PORT/DBNAME[?schema=S]``, without the password."""
+        storage = self.storage
+        query = f"?schema={storage.postgres_schema}" if storage.postgres_schema else ""
+        return (
+            f"postgresql://{storage.postgres_user}@{storage.postgres_host}:{storage.postgres_port}/"
+            f"{storage.postgres_dbname}{query}"
+        )
+
+    def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The library's PostgreSQL settings, through :class:`Factory`, with every timeout."""
+        from incarnate._storage import TIMEOUT_VARIABLES
+
+        storage = self.storage
+        env = {
+            "PERSISTENCE_MODULE": FACTORY_TOPIC,
+            "POSTGRES_DBNAME": storage.postgres_dbname,
+            "POSTGRES_HOST": storage.postgres_host,
+            "POSTGRES_PORT": str(storage.postgres_port),
+            "POSTGRES_USER": storage.postgres_user,
+            "POSTGRES_PASSWORD": storage.postgres_password,
+            "CREATE_TABLE": "y" if storage.create_tables else "n",
+        }
+        for name, (variable, _) in TIMEOUT_VARIABLES.items():
+            env[variable] = str(storage.timeout(name, environ))
+        if storage.postgres_schema:
+            env["POSTGRES_SCHEMA"] = storage.postgres_schema
+        return env
+
+    def check(self) -> None:
+        """Connect once, directly; :class:`StoreUnreachable` says why and what to check."""
+        check_connection(self.storage, self.storage.timeout("connect_timeout"))
+
+    def recorder(self, construct: Callable[[], ApplicationRecorder]) -> ApplicationRecorder:
+        """The :class:`NonPipelinedRecorder` the factory constructs."""
+        return construct()
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A dedicated autocommit connection with the storage's timeouts and keepalives."""
+        storage = self.storage
+        options = (
+            f"-c statement_timeout={storage.timeout('statement_timeout') * 1000} "
+            f"-c lock_timeout={storage.timeout('lock_timeout') * 1000} "
+            f"-c idle_in_transaction_session_timeout={storage.timeout('idle_in_transaction_timeout') * 1000}"
+        )
+        if storage.postgres_schema:
+            options += f" -c search_path={storage.postgres_schema}"
+        try:
+            return psycopg.connect(
+                host=storage.postgres_host,
+                port=storage.postgres_port,
+                dbname=storage.postgres_dbname,
+                user=storage.postgres_user,
+                password=storage.postgres_password,
+                connect_timeout=max(2, storage.timeout("connect_timeout")),
+                options=options,
+                autocommit=True,
+                keepalives=1,
+                keepalives_idle=KEEPALIVES_IDLE,
+                keepalives_interval=10,
+                keepalives_count=3,
+            )
+        except psycopg.OperationalError as error:
+            raise unreachable(storage, error) from error
+
+    def table(self, name: str) -> sql.Identifier:
+        """One of our tables, in the storage's schema when it names one."""
+        schema = self.storage.postgres_schema
+        return sql.Identifier(schema, name) if schema else sql.Identifier(name)
+
+    def create(self, connection: psycopg.Connection[Any], statements: Sequence[sql.Composed]) -> None:
+        """Run ``statements`` in one transaction holding this schema's creation lock.
+
+        Concurrent ``CREATE ... IF NOT EXISTS`` in several processes can still
+        collide in the catalogue; the transaction advisory lock serialises them.
+        """
+        key = int.from_bytes(
+            hashlib.sha256(f"incarnate-tables:{self.storage.postgres_schema}".encode()).digest()[:8],
+            "big",
+            signed=True,
+        )
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            for statement in statements:
+                connection.execute(statement)
+
+    def listing_tables(self) -> PostgresListingTables:
+        """The listing's two tables, through a dedicated connection."""
+        return PostgresListingTables(self)
+
+    def coordination(self) -> PostgresCoordination:
+        """Heartbeats, leases, the leader's advisory lock and LISTEN, each on its own connection."""
+        return PostgresCoordination(self)
+
+    def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
+        """The recorder inserts in ``_insert_stored_events``, inside the commit's transaction."""
+        return "_insert_stored_events"
+
+
+class _Connection:
+    """A dedicated connection, opened again when the server dropped it; calls serialised by a lock."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._connection: psycopg.Connection[Any] | None = None
+        self.lock = threading.RLock()
+
+    def get(self) -> psycopg.Connection[Any]:
+        connection = self._connection
+        if connection is None or connection.closed or connection.broken:
+            connection = self._connection = self._store.connect()
+        return connection
+
+    def close(self) -> None:
+        with self.lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+
+class PostgresListingTables:
+    """The listing's rows and tracking position; concurrent writers serialise on the tracking row."""
+
+    errors: tuple[type[Exception], ...] = (psycopg.Error,)
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._rows = store.table(ROWS_TABLE)
+        self._tracking = store.table(TRACKING_TABLE)
+        self._connection = _Connection(store)
+        try:
+            store.create(self._connection.get(), self._creation())
+        except psycopg.Error as error:
+            raise StorageError(f"could not open the listing in {store.describe()}: {error}") from error
+
+    def _creation(self) -> list[sql.Composed]:
+        rows, tracking = self._rows, self._tracking
+        return [
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "id uuid PRIMARY KEY, seq bigint NOT NULL, root uuid NOT NULL, parent uuid, "
+                "kind text NOT NULL, name text NOT NULL, status text NOT NULL, owner text NOT NULL, "
+                "version bigint NOT NULL, has_snapshot boolean NOT NULL, "
+                "changed_at double precision NOT NULL DEFAULT 0)"
+            ).format(rows),
+            # A listing written before rows had a change time gains the column.
+            sql.SQL(
+                "ALTER TABLE {} ADD COLUMN IF NOT EXISTS changed_at double precision NOT NULL DEFAULT 0"
+            ).format(rows),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (seq)").format(
+                sql.Identifier(f"{ROWS_TABLE}_seq"), rows
+            ),
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (seq) WHERE " + IN_FLIGHT_SQL).format(
+                sql.Identifier(f"{ROWS_TABLE}_in_flight"), rows
+            ),
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, position bigint NOT NULL)").format(
+                tracking
+            ),
+            sql.SQL("INSERT INTO {} (name, position) VALUES ({}, 0) ON CONFLICT (name) DO NOTHING").format(
+                tracking, sql.Literal(TRACKING_NAME)
+            ),
+        ]
+
+    def position(self) -> int:
+        """The stored position."""
+        with self._connection.lock:
+            found = (
+                self._connection.get()
+                .execute(
+                    sql.SQL("SELECT position FROM {} WHERE name = %s").format(self._tracking),
+                    (TRACKING_NAME,),
+                )
+                .fetchone()
+            )
+        return 0 if found is None else read_position(found[0])
+
+    def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
+        """The stored rows of ``ids``."""
+        with self._connection.lock:
+            cursor = self._connection.get().execute(
+                sql.SQL("SELECT " + READ_COLUMNS + " FROM {} WHERE id = ANY(%s)").format(self._rows),
+                (list(ids),),
+            )
+            rows = [read_row(_row, values) for values in cursor.fetchall()]
+        return {row.id: row for row in rows}
+
+    def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
+        """Move the position and upsert the rows in one transaction, or nothing when the position moved."""
+        statement = sql.SQL(
+            "INSERT INTO {} (" + ", ".join(COLUMNS) + ") VALUES (" + ", ".join(["%s"] * len(COLUMNS)) + ") "
+            "ON CONFLICT (id) DO UPDATE SET " + UPSERT_SET
+        ).format(self._rows)
+        with self._connection.lock:
+            connection = self._connection.get()
+            with connection.transaction():
+                # The tracking row is locked first, so concurrent writers queue here and the
+                # later one finds the position moved.
+                cursor = connection.execute(
+                    sql.SQL("UPDATE {} SET position = %s WHERE name = %s AND position = %s").format(
+                        self._tracking
+                    ),
+                    (position, TRACKING_NAME, expected),
+                )
+                if cursor.rowcount != 1:
+                    return False  # leaving the block commits the transaction, which wrote nothing
+                with connection.cursor() as rows:
+                    rows.executemany(
+                        statement,
+                        [
+                            (
+                                row.id,
+                                seq,
+                                row.root,
+                                row.parent,
+                                row.kind,
+                                row.name,
+                                row.status,
+                                row.owner,
+                                row.version,
+                                row.has_snapshot,
+                                row.changed_at,
+                            )
+                            for seq, row in changes
+                        ],
+                    )
+        return True
+
+    def select(self, *, in_flight: bool, roots: bool) -> list[ListingRow]:
+        """The rows in insertion order, filtered."""
+        query = (
+            "SELECT "
+            + READ_COLUMNS
+            + " FROM {}"
+            + sql_filter(in_flight=in_flight, roots=roots)
+            + " ORDER BY seq"
+        )
+        with self._connection.lock:
+            cursor = self._connection.get().execute(sql.SQL(query).format(self._rows))
+            return [read_row(_row, values) for values in cursor.fetchall()]
+
+    def reset(self) -> None:
+        """Delete every row and move the position back to 0, in one transaction."""
+        with self._connection.lock:
+            connection = self._connection.get()
+            with connection.transaction():
+                connection.execute(sql.SQL("DELETE FROM {}").format(self._rows))
+                connection.execute(
+                    sql.SQL("UPDATE {} SET position = 0 WHERE name = %s").format(self._tracking),
+                    (TRACKING_NAME,),
+                )
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._connection.close()
+
+
+def _row(values: Sequence[Any]) -> ListingRow:
+    row_id, root, parent, kind, name, status, owner, version, has_snapshot, changed_at = values
+    return ListingRow(
+        id=row_id,
+        root=root,
+        parent=parent,
+        kind=kind,
+        name=name,
+        status=status,
+        owner=owner,
+        version=int(version),
+        has_snapshot=bool(has_snapshot),
+        changed_at=float(changed_at),
+    )
+
+
+class PostgresCoordination:
+    """Heartbeats and leases in tables, leadership by advisory lock, wake-ups by LISTEN.
+
+    Three dedicated connections, each opened on first use: one for the
+    tables, one holding the leader's session advisory locks (so a lock lives
+    exactly as long as that connection), and one listening on the channel
+    the recorder notifies on every insert.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._heartbeats = store.table(HEARTBEATS_TABLE)
+        self._leases = store.table(LEASES_TABLE)
+        self._tables = _Connection(store)
+        self._leader = _Connection(store)
+        self._listener = _Connection(store)
+        self._listening = False
+        self._held: set[int] = set()
+        with self._errors("create the coordination tables"):
+            store.create(
+                self._tables.get(),
+                [
+                    sql.SQL(
+                        'CREATE TABLE IF NOT EXISTS {} (engine_id text PRIMARY KEY, "group" text NOT NULL, '
+                        "beat_at double precision NOT NULL, expires_at double precision NOT NULL)"
+                    ).format(self._heartbeats),
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (root uuid PRIMARY KEY, holder text NOT NULL, "
+                        "expires_at double precision NOT NULL, attempts integer NOT NULL, "
+                        "outcome text NOT NULL, message text NOT NULL)"
+                    ).format(self._leases),
+                ],
+            )
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.Error as error:
+            raise StorageError(
+                f"could not {doing} in {self._store.describe()}: {type(error).__name__}: {error}"
+            ) from error
+
+    @contextlib.contextmanager
+    def _query(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+        with self._tables.lock, self._errors(doing):
+            yield self._tables.get()
+
+    def now(self) -> float:
+        """The server's ``clock_timestamp()``."""
+        with self._query("read the clock") as connection:
+            found = connection.execute("SELECT " + _NOW).fetchone()
+        assert found is not None
+        return float(found[0])
+
+    def beat(self, engine_id: str, group: str, lease: float) -> Heartbeat:
+        """Upsert ``engine_id``'s heartbeat, timed by the server."""
+        statement = sql.SQL(
+            "INSERT INTO {} (" + HEARTBEAT_COLUMNS + ") SELECT %s, %s, t.now, t.now + %s "
+            "FROM (SELECT " + _NOW + " AS now) AS t "
+            'ON CONFLICT (engine_id) DO UPDATE SET "group" = excluded."group", '
+            "beat_at = excluded.beat_at, expires_at = excluded.expires_at RETURNING beat_at, expires_at"
+        ).format(self._heartbeats)
+        with self._query("record a heartbeat") as connection:
+            found = connection.execute(statement, (engine_id, group, float(lease))).fetchone()
+        assert found is not None
+        return Heartbeat(
+            engine_id=engine_id, group=group, beat_at=float(found[0]), expires_at=float(found[1])
+        )
+
+    def retire(self, engine_id: str) -> None:
+        """Delete ``engine_id``'s heartbeat."""
+        with self._query("retire a heartbeat") as connection:
+            connection.execute(
+                sql.SQL("DELETE FROM {} WHERE engine_id = %s").format(self._heartbeats), (engine_id,)
+            )
+
+    def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
+        """Every heartbeat row (of ``group``)."""
+        query = "SELECT " + HEARTBEAT_COLUMNS + " FROM {}" + ("" if group is None else ' WHERE "group" = %s')
+        with self._query("read heartbeats") as connection:
+            rows = connection.execute(
+                sql.SQL(query).format(self._heartbeats), () if group is None else (group,)
+            )
+            found = rows.fetchall()
+        return {r[0]: Heartbeat(r[0], r[1], float(r[2]), float(r[3])) for r in found}
+
+    def is_live(self, engine_id: str) -> bool:
+        """Whether ``engine_id``'s heartbeat has not expired by the server's clock."""
+        with self._query("read a heartbeat") as connection:
+            found = connection.execute(
+                sql.SQL("SELECT expires_at > " + _NOW + " FROM {} WHERE engine_id = %s").format(
+                    self._heartbeats
+                ),
+                (engine_id,),
+            ).fetchone()
+        return found is not None and bool(found[0])
+
+    def claim(self, roots: Sequence[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
+        """Lease up to ``limit`` free roots to ``holder`` in one transaction.
+
+        Existing rows are locked ``FOR UPDATE SKIP LOCKED``: a row another
+        claimer has locked is skipped, never waited for. A root without a row
+        is inserted ``ON CONFLICT DO NOTHING``, so of two claimers inserting
+        it at once only one gets it.
+        """
+        ordered = list(dict.fromkeys(roots))
+        if not ordered or limit < 1:
+            return []
+        won: list[UUID] = []
+        with self._query("claim recovery leases") as connection, connection.transaction():
+            now_row = connection.execute("SELECT " + _NOW).fetchone()
+            assert now_row is not None
+            now = float(now_row[0])
+            lockable = {
+                row[0]: row
+                for row in connection.execute(
+                    sql.SQL(
+                        "SELECT root, expires_at, outcome FROM {} WHERE root = ANY(%s) FOR UPDATE SKIP LOCKED"
+                    ).format(self._leases),
+                    (ordered,),
+                ).fetchall()
+            }
+            existing = {
+                row[0]
+                for row in connection.execute(
+                    sql.SQL("SELECT root FROM {} WHERE root = ANY(%s)").format(self._leases), (ordered,)
+                ).fetchall()
+            }
+            for root in ordered:
+                if len(won) >= limit:
+                    break
+                if root in lockable:
+                    _, expires_at, outcome = lockable[root]
+                    if outcome == "" and float(expires_at) >= now:
+                        continue  # still held
+                    connection.execute(
+                        sql.SQL(
+                            "UPDATE {} SET holder = %s, expires_at = %s, attempts = attempts + 1, "
+                            "outcome = '', message = '' WHERE root = %s"
+                        ).format(self._leases),
+                        (holder, now + lease, root),
+                    )
+                    won.append(root)
+                elif root not in existing:
+                    inserted = connection.execute(
+                        sql.SQL(
+                            "INSERT INTO {} (" + LEASE_COLUMNS + ") VALUES (%s, %s, %s, 1, '', '') "
+                            "ON CONFLICT (root) DO NOTHING RETURNING root"
+                        ).format(self._leases),
+                        (root, holder, now + lease),
+                    ).fetchone()
+                    if inserted is not None:
+                        won.append(root)
+                # else: another claimer holds the row's lock right now
+        return won
+
+    def release(self, root: UUID, holder: str, *, outcome: str, message: str = "") -> bool:
+        """End ``holder``'s lease on ``root``."""
+        check_outcome(outcome)
+        with self._query("release a recovery lease") as connection:
+            cursor = connection.execute(
+                sql.SQL(
+                    "UPDATE {} SET outcome = %s, message = %s "
+                    "WHERE root = %s AND holder = %s AND outcome = ''"
+                ).format(self._leases),
+                (outcome, message, root, holder),
+            )
+            return cursor.rowcount == 1
+
+    def leases(self) -> list[Lease]:
+        """Every lease row."""
+        with self._query("read recovery leases") as connection:
+            found = connection.execute(
+                sql.SQL("SELECT " + LEASE_COLUMNS + " FROM {} ORDER BY root").format(self._leases)
+            ).fetchall()
+        return [Lease(r[0], r[1], float(r[2]), int(r[3]), r[4], r[5]) for r in found]
+
+    def lead(self, lock_id: int, holder: str) -> bool:
+        """Hold the session advisory lock ``lock_id`` on the leader connection (never blocks).
+
+        Leading already, the connection is checked: when it died, the lock
+        went with it, and the lock is tried again on a new connection.
+        """
+        with self._leader.lock, self._errors(f"try the leader lock {lock_id} for {holder}"):
+            if lock_id in self._held:
+                try:
+                    self._leader.get().execute("SELECT 1")
+                    return True
+                except psycopg.OperationalError:
+                    self._held.clear()  # the connection died, and every lock with it
+                    self._leader.close()
+            found = self._leader.get().execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
+            if found is not None and found[0]:
+                self._held.add(lock_id)
+                return True
+            return False
+
+    def resign(self, lock_id: int, holder: str) -> None:
+        """Release ``lock_id`` when held."""
+        with self._leader.lock, self._errors(f"release the leader lock {lock_id} of {holder}"):
+            if lock_id in self._held:
+                self._held.discard(lock_id)
+                self._leader.get().execute("SELECT pg_advisory_unlock(%s)", (lock_id,))
+
+    def wait(self, timeout: float) -> bool:
+        """LISTEN on the recorder's channel; True once an insert was notified, False after ``timeout``.
+
+        The listening connection queues notifications between calls, so an
+        insert committed while the caller was busy wakes the next call at once.
+        """
+        with self._listener.lock, self._errors("wait for new events"):
+            connection = self._listener.get()
+            if not self._listening or connection is not self._listener_connection:
+                connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+                self._listening = True
+                self._listener_connection = connection
+            # Exhausted, so the generator lets go of the connection before the backlog is drained.
+            woken = bool(list(connection.notifies(timeout=max(0.0, timeout), stop_after=1)))
+            if woken:
+                for _ in connection.notifies(timeout=0.001):
+                    pass  # drain the backlog: one wake-up covers every insert so far
+            return woken
+
+    _listener_connection: psycopg.Connection[Any] | None = None
+
+    def close(self) -> None:
+        """Close every connection, releasing the leader locks first (the server would, a moment later)."""
+        with self._leader.lock:
+            if self._held:
+                with contextlib.suppress(psycopg.Error, StoreUnreachable):
+                    self._leader.get().execute("SELECT pg_advisory_unlock_all()")
+            self._held.clear()
+        for connection in (self._tables, self._leader, self._listener):
+            with contextlib.suppress(psycopg.Error):
+                connection.close()
