@@ -398,6 +398,21 @@ class Instance(Aggregate):
         self._require_live("cancel")
         self.trigger_event(self.Cancelled, reason=reason)
 
+    class Orphaned(Aggregate.Event):
+        """Recovery ended the instance: its counterpart (its parent) is gone."""
+
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(
+                aggregate.record, status=InstanceStatus.ORPHAN, error={"orphan": self.reason}
+            )
+
+    def mark_orphan(self, reason: str) -> None:
+        """Finish as an orphan (its parent is gone past the grace period)."""
+        self._require_live("mark as orphan")
+        self.trigger_event(self.Orphaned, reason=reason)
+
     class IncidentRecorded(Aggregate.Event):
         """Something went wrong that needs an operator; a parking incident holds the instance."""
 
@@ -448,6 +463,39 @@ class Instance(Aggregate):
         """Replace the stored snapshot by its migrated form (validated by the caller)."""
         self._require_live("migrate")
         self.trigger_event(self.Migrated, mapping=mapping, fingerprint=fingerprint, snapshot=snapshot)
+
+    # --------------------------------------------------------- ownership
+
+    class Claimed(Aggregate.Event):
+        """An engine took ownership of the instance under a new incarnation (the fencing token)."""
+
+        owner: str
+        incarnation: int
+        previous: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.record = attrs.evolve(aggregate.record, owner=self.owner, incarnation=self.incarnation)
+
+    def claim(self, owner: str, *, previous_incarnation: int | None = None, reason: str) -> int:
+        """Make ``owner`` the owner under the next incarnation; returns that incarnation.
+
+        With ``previous_incarnation``, the claim applies only to that
+        incarnation (a compare-and-swap within the aggregate; the save's
+        version check does the same in the store).
+        """
+        self._require_live("claim")
+        current = self.record.incarnation
+        if previous_incarnation is not None and previous_incarnation != current:
+            raise InvalidCommand(
+                self.id,
+                "claim",
+                f"expected incarnation {previous_incarnation}, found {current} (owner {self.record.owner!r})",
+            )
+        self.trigger_event(
+            self.Claimed, owner=owner, incarnation=current + 1, previous=self.record.owner, reason=reason
+        )
+        return current + 1
 
     # ------------------------------------------------------------ views
 

@@ -26,11 +26,18 @@ class InstanceStatus(enum.Enum):
     CANCELLED = "cancelled"
     PARKED = "parked"
     """Held for an operator after an incident; nothing of it runs until resolved."""
+    ORPHAN = "orphan"
+    """Ended by recovery because its counterpart (its parent) is gone; distinct from failed and cancelled."""
 
     @property
     def finished(self) -> bool:
         """Whether the instance has ended for good."""
-        return self in (InstanceStatus.DONE, InstanceStatus.FAILED, InstanceStatus.CANCELLED)
+        return self in (
+            InstanceStatus.DONE,
+            InstanceStatus.FAILED,
+            InstanceStatus.CANCELLED,
+            InstanceStatus.ORPHAN,
+        )
 
 
 class ActivationState(enum.Enum):
@@ -136,6 +143,8 @@ class InstanceRecord:
     error: JsonValue = None
     incidents: tuple[Incident, ...] = ()
     keys: tuple[str, ...] = ()
+    incarnation: int = 1
+    """The ownership incarnation: 1 at creation, +1 per ``Claimed`` (the fencing token)."""
 
     def activation(self, site: str, key: str) -> Activation | None:
         """The activation of slot ``(site, key)``, if retained."""

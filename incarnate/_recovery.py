@@ -43,7 +43,7 @@ from aggregates import (
 )
 from aggregates.errors import CorruptRecord
 from incarnate._work import UnitOfWork
-from incarnate.errors import EngineError, StorageError, UnknownInstance
+from incarnate.errors import EngineError, StorageError, TreeHeld, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable, resume_plan
 from statechart import (
     Chart,
@@ -169,7 +169,7 @@ def _acquire(
         park(engine, instance_id, "checkpoint", str(error))
         return False
     if plan.snapshot is not None:
-        engine._decoded[instance_id] = (instance.version, plan.snapshot)
+        engine.remember_snapshot(instance_id, instance.version, plan.snapshot)
     if record.parent is not None and _caller_gone(engine, instance, caller):
         engine.acquired.add(instance_id)
         return True
@@ -218,27 +218,42 @@ def _breaking_changes(engine: Engine, name: str, fingerprint: str, chart: Chart[
     return compare(old, chart.shape).breaking
 
 
-def _caller_gone(engine: Engine, instance: Instance, caller: Instance | None) -> bool:
-    """Finish an interrupted cancel cascade: a child whose caller is terminal, gone or moved on."""
+def caller_ended(engine: Engine, instance: Instance, caller: Instance | None = None) -> str | None:
+    """Why the caller of a child no longer awaits it (ended, gone, moved on); None while it does.
+
+    ``caller`` is the parent when the caller already loaded it.
+    """
     ref = instance.record.parent
-    assert ref is not None
+    if ref is None:
+        return None
     try:
         parent = caller if caller is not None and caller.id == ref.parent else engine.instance(ref.parent)
-        status = parent.record.status.value
+        status = parent.record.status
         activation = parent.record.activation(ref.site, ref.key)
         retained = activation is not None and activation.ref == ref
     except UnknownInstance:
-        status, retained = "gone", False
-    if retained and status not in ("done", "failed", "cancelled"):
+        return f"caller {ref.parent} is gone"
+    if retained and not status.finished:
+        return None
+    if status is InstanceStatus.RUNNING:
+        return f"caller {ref.parent} moved on"
+    return f"caller {ref.parent} is {status.value}"
+
+
+def _caller_gone(engine: Engine, instance: Instance, caller: Instance | None) -> bool:
+    """Finish an interrupted cancel cascade: a child whose caller is terminal, gone or moved on (FR-6)."""
+    reason = caller_ended(engine, instance, caller)
+    if reason is None:
         return False
-    reason = f"caller {ref.parent} is {status}" if status != "running" else f"caller {ref.parent} moved on"
+    ref = instance.record.parent
+    assert ref is not None
     for _ in range(RETRIES):
         child = engine.instance(instance.id)
         if not child.request_cancel(ref.parent, f"{reason}; recovery finished the cancel cascade"):
             engine.runner.notify(child.id)  # already asked to stop: let it
             return True
         try:
-            engine._save(child)
+            engine.save_instances(child)
         except IntegrityError:
             continue
         engine.runner.notify(child.id)
@@ -295,7 +310,7 @@ def _deliver(engine: Engine, parent_id: UUID, event: Event) -> None:
             return
         parent.accept(event, source=None, sent_at=engine.clock.now())
         try:
-            engine._save(parent)
+            engine.save_instances(parent)
         except IntegrityError:
             continue
         engine.runner.notify(parent_id)
@@ -328,7 +343,7 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
             if not root.record.status.finished:
                 root.record_incident(kind, f"in {instance.id} ({instance.record.name}): {detail}", park=True)
         try:
-            engine._commit(uow)
+            engine.commit(uow)
         except IntegrityError:
             continue
         engine.acquired.discard(instance_id)
@@ -377,6 +392,7 @@ _SALVAGED_STATUS: dict[type[Any], InstanceStatus] = {
     Instance.Completed: InstanceStatus.DONE,
     Instance.Failed: InstanceStatus.FAILED,
     Instance.Cancelled: InstanceStatus.CANCELLED,
+    Instance.Orphaned: InstanceStatus.ORPHAN,
 }
 
 
@@ -471,7 +487,7 @@ def _record_incident(engine: Engine, instance_id: UUID, detail: str) -> None:
             return
         instance.record_incident(CORRUPT_RECORD, detail, park=True)
         try:
-            engine._save(instance)
+            engine.save_instances(instance)
         except IntegrityError:
             continue
         return
@@ -580,7 +596,7 @@ def migrate(engine: Engine, instance_id: UUID, mapping: Mapping[str, str]) -> Ch
             raise MigrationRejected(instance_id, [str(error)]) from error
         instance.migrate(tuple(sorted(mapping.items())), chart.fingerprint, data)
         try:
-            engine._save(instance)
+            engine.save_instances(instance)
         except IntegrityError:
             continue
         break
@@ -609,12 +625,16 @@ def resolve(engine: Engine, root_id: UUID, resolution: str) -> Checkpoint | None
         root = engine.instance(root_id)
         root.resolve(resolution)
         try:
-            engine._save(root)
+            engine.save_instances(root)
         except IntegrityError:
             continue
         break
     engine.acquired.discard(root_id)
-    acquire(engine, root_id)
+    try:
+        engine.take_over(root_id, reason=f"resolved: {resolution}")
+    except TreeHeld as error:
+        # Its owner is live: it sees the Resolved event and runs the tree itself.
+        log.info("%s", error)
     chart = engine.charts.get(root.record.name)
     return engine.plan(root_id, chart)
 
@@ -640,7 +660,7 @@ def terminate(engine: Engine, root_id: UUID, reason: str) -> int:
             loaded.mark_cancelled(f"terminated: {reason}")
             count += 1
         try:
-            engine._commit(uow)
+            engine.commit(uow)
         except IntegrityError:
             continue
         return count

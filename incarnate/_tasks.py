@@ -2,8 +2,10 @@
 
 A task child has the same identity, retry and exactly-once-consumption
 rules as a chart child. Its body runs at least once per incarnation (again
-after a crash before its outcome was committed), so it receives an
-idempotency key — the Ref and the attempt — to deduplicate side effects.
+after a crash before its outcome was committed, or on the new owner when
+another engine took the instance over while it ran: the old owner's outcome
+is then fenced), so it receives an idempotency key — the Ref and the
+attempt — to deduplicate side effects.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     facts = record.birth
     if record.status is not InstanceStatus.BORN or facts is None:
         return None
+    engine.check_holds(instance)  # never run a task this engine does not own
     fn = engine.tasks.get(record.name)
     if fn is None:
         instance.record_incident(
@@ -76,7 +79,7 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
             f"task {record.name!r} is not registered with this engine; register it and resolve the incident",
             park=True,
         )
-        engine._save(instance)
+        engine.save_instances(instance)
         return Decision("parked", f"unknown task {record.name!r}")
     call = TaskCall(instance_id, facts.ref, facts.attempt, record.input)
     failure: dict[str, JsonValue] | None = None
@@ -91,6 +94,9 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         task = uow.load(instance_id)
         if task is None or task.record.status is not InstanceStatus.BORN:
             return None
+        # Taken over while the body ran: the outcome is not committed (Fenced); the new
+        # owner runs this incarnation again (at least once, with the same idempotency key).
+        uow.fence(task)
         now = engine.clock.now()
         if task.record.cancel is not None:
             uow.end_cancelled(task, now)
@@ -104,9 +110,9 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
             uow.tell_parent(task, now, done_invoke_event, output)
             kind = "completed"
         try:
-            engine._commit(uow)
+            engine.commit(uow)
         except IntegrityError:
             continue
-        engine._enact(uow)
+        engine.enact(uow)
         return Decision(f"task-{kind}", record.name)
     return None

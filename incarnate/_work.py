@@ -1,7 +1,10 @@
 """A unit of work: the aggregates one macrostep touches, saved together.
 
 A parent's macrostep may create children, cancel or message others and
-notify its own parent. Everything it decides goes into one
+notify its own parent. The instance whose macrostep it is is *fenced*: the
+commit is refused unless this engine holds its ownership incarnation
+(accepting an event or a cancel request for another instance is not an
+owner write and needs no fence). Everything it decides goes into one
 ``Application.save`` — one transaction — before anything is enacted; the
 unit of work then tells the runner which instances now have work and which
 deadlines to watch.
@@ -33,6 +36,7 @@ class UnitOfWork:
         self.followups: list[UUID] = []
         self.deadlines: list[tuple[float, UUID]] = []
         self.decoded: dict[UUID, Snapshot[Any]] = {}
+        self.fenced: set[UUID] = set()
 
     def load(self, instance_id: UUID) -> Instance | None:
         """The instance, loaded once per unit of work (None when it does not exist)."""
@@ -45,6 +49,16 @@ class UnitOfWork:
                 instance = None
             self.loaded[instance_id] = instance
         return self.loaded[instance_id]
+
+    def fence(self, instance: Instance) -> None:
+        """Mark a loaded instance as written by its owner: the engine must hold its incarnation.
+
+        Checked now (:class:`~incarnate.errors.Fenced` at once for a copy
+        that names another owner) and again at the commit, whose version
+        check makes the two one compare-and-swap.
+        """
+        self.engine.check_holds(instance)
+        self.fenced.add(instance.id)
 
     def create(self, instance: Instance) -> None:
         """Add a new instance to the commit."""

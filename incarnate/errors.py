@@ -69,3 +69,50 @@ class StoreUnreachable(StorageError):
         self.dbname = dbname
         self.user = user
         super().__init__(message)
+
+
+class TreeHeld(EngineError):
+    """A member of a call tree is owned by another live engine: nothing of the tree was claimed."""
+
+    def __init__(self, root: UUID, instance_id: UUID, name: str, holder: str) -> None:
+        self.root = root
+        self.instance_id = instance_id
+        self.holder = holder
+        where = "its root" if instance_id == root else f"instance {instance_id} ({name!r})"
+        super().__init__(
+            f"cannot take over the call tree of {root}: {where} is held by live engine {holder!r}; "
+            "a call tree is recovered as a unit (SRD-087 FR-3), so nothing of it was claimed. "
+            f"Leave it to {holder!r}, or stop that engine (or let its heartbeat expire) and retry"
+        )
+
+
+class NotARoot(EngineError, ValueError):
+    """A child was named where a call tree's root is needed: children recover only through their root."""
+
+    def __init__(self, instance_id: UUID, parent: UUID, root: UUID) -> None:
+        self.instance_id = instance_id
+        self.parent = parent
+        self.root = root
+        super().__init__(
+            f"instance {instance_id} is a child of {parent}, which still awaits it: a child is "
+            f"recovered only through its call tree's root (SRD-087 FR-1); take over {root} instead"
+        )
+
+
+class Fenced(EngineError):
+    """This engine no longer holds the instance it was about to write: another engine claimed it."""
+
+    def __init__(
+        self, instance_id: UUID, engine_id: str, held: int | None, owner: str, incarnation: int
+    ) -> None:
+        self.instance_id = instance_id
+        self.engine_id = engine_id
+        self.held = held
+        self.owner = owner
+        self.incarnation = incarnation
+        mine = f"incarnation {held}" if held is not None else "no incarnation"
+        super().__init__(
+            f"instance {instance_id}: engine {engine_id!r} holds {mine}, but the store names "
+            f"{owner!r} at incarnation {incarnation}; the write was refused and the instance "
+            "dropped by this engine (its new owner runs it)"
+        )

@@ -488,6 +488,10 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
             state.status = InstanceStatus.FAILED
         elif name == "Cancelled":
             state.status = InstanceStatus.CANCELLED
+        elif name == "Orphaned":
+            state.status = InstanceStatus.ORPHAN
+        # ``Claimed`` (a new owner and incarnation), ``Accepted`` and the other events that
+        # change no checkpoint only move the version.
         elif name == "IncidentRecorded" and event.incident.parked:
             state.status = InstanceStatus.PARKED
         elif name == "Resolved":

@@ -167,6 +167,10 @@ def _summary(event: Any) -> str:
         return f"cancel requested: {event.reason}"
     if name == "Cancelled":
         return f"cancelled: {event.reason}"
+    if name == "Claimed":
+        return f"claimed by {event.owner} (incarnation {event.incarnation}): {event.reason}"
+    if name == "Orphaned":
+        return f"orphaned: {event.reason}"
     if name == "IncidentRecorded":
         return f"incident {event.incident.kind}: {event.incident.detail}"
     return name

@@ -45,9 +45,13 @@ def chain(engine: Engine) -> list[Instance]:
 
 
 def facts(engine: Engine) -> dict[str, Any]:
-    """What must survive: each instance's Ref, birth facts, ancestry, snapshot; and the counts."""
+    """What must survive: each instance's Ref, birth facts, ancestry, snapshot; and the counts.
+
+    Ownership claims (``Claimed``) are left out: recovery moves ownership, nothing else.
+    """
     instances = chain(engine)
     topics = [n.topic for n in engine.recorder.select_notifications(start=1, limit=100_000)]
+    topics = [t for t in topics if not t.endswith("Instance.Claimed")]
     return {
         "chain": [
             {
@@ -56,7 +60,7 @@ def facts(engine: Engine) -> dict[str, Any]:
                 "birth": CONVERTER.unstructure(i.record.birth),
                 "ancestry": CONVERTER.unstructure(i.record.ancestry),
                 "snapshot": i.record.snapshot,
-                "version": i.version,
+                "version": sum(1 for e in engine.events_of(i.id) if type(e).__name__ != "Claimed"),
             }
             for i in instances
         ],
