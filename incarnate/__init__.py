@@ -3,23 +3,30 @@
 :class:`Engine` is an ``eventsourcing`` Application. Every macrostep of
 every instance — and every child it births, retries, resumes, cancels or
 messages — is saved in one atomic commit before anything is enacted.
+A :class:`Worker` makes an engine one member of a fleet sharing a store.
 """
 
 from incarnate._clock import Clock, SystemClock, VirtualClock
 from incarnate._engine import Engine
 from incarnate._listing import Listing
+from incarnate._manager import RecoveryManager, RecoverySettings, SweepReport
+from incarnate._ownership import TakeOver
 from incarnate._process import Decision
 from incarnate._recovery import MigrationRejected, ParkedRoot
 from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
+from incarnate._worker import Worker
 from incarnate.errors import (
     ConfigurationError,
     EngineError,
+    Fenced,
     InstanceTerminated,
+    NotARoot,
     PayloadTooLarge,
     StorageError,
     StoreUnreachable,
+    TreeHeld,
     UnknownInstance,
 )
 
@@ -30,19 +37,27 @@ __all__ = [
     "DeterministicRunner",
     "Engine",
     "EngineError",
+    "Fenced",
     "InstanceTerminated",
     "Listing",
     "MigrationRejected",
+    "NotARoot",
     "ParkedRoot",
     "PayloadTooLarge",
+    "RecoveryManager",
+    "RecoverySettings",
     "Runner",
     "Storage",
     "StorageError",
     "StoreUnreachable",
+    "SweepReport",
     "SystemClock",
+    "TakeOver",
     "TaskCall",
     "TaskFunction",
     "ThreadedRunner",
+    "TreeHeld",
     "UnknownInstance",
     "VirtualClock",
+    "Worker",
 ]

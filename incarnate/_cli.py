@@ -78,6 +78,22 @@ MAX_INTEGER_DIGITS = 4300
 _IMPORT_PATH = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attribute>\w+(?:\.\w+)*)")
 
 
+_SECRETS: set[str] = set()
+
+
+def hide(secret: str) -> None:
+    """Never print ``secret`` (a store password): errors and worker logs show it as ``***``."""
+    if secret:
+        _SECRETS.add(secret)
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret passed to :func:`hide` shown as ``***``."""
+    for secret in _SECRETS:
+        text = text.replace(secret, "***")
+    return text
+
+
 class CommandError(EngineError):
     """A command could not run as asked; the message says why and, when known, what to do."""
 
@@ -379,6 +395,12 @@ def _operator_commands() -> tuple[Command, ...]:
     return OPERATOR_COMMANDS
 
 
+def _worker_commands() -> tuple[Command, ...]:
+    from incarnate._cli_worker import WORKER_COMMANDS
+
+    return WORKER_COMMANDS
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "demo",
@@ -388,6 +410,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("diagram", "draw a chart as a Mermaid or Graphviz DOT diagram", _diagram_arguments, _diagram),
     *_operator_commands(),
+    *_worker_commands(),
 )
 """Every subcommand, in the order ``incarnate --help`` lists them."""
 
@@ -479,7 +502,7 @@ def _error(command: list[str], message: str) -> None:
     try:
         if _debug():
             traceback.print_exc(file=sys.stderr)
-        print(f"{prefix}: error: {message}", file=sys.stderr)
+        print(f"{prefix}: error: {redact(message)}", file=sys.stderr)
         sys.stderr.flush()
     except OSError:
         pass

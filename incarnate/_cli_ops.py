@@ -1,6 +1,6 @@
 """Operator commands of ``incarnate``: inspect a store, accept events, repair parked trees, recover.
 
-Every command here opens the store named by ``--db`` (a SQLite file) or by
+Every command here opens the store named by ``--db`` (a SQLite file or a URL) or by
 the environment, does one thing through a short-lived :class:`Engine`, and
 closes it. ``--charts`` names the charts the instances were started with;
 the commands that decode snapshots or run work require it. ``--tasks``
@@ -30,7 +30,15 @@ from eventsourcing.persistence import PersistenceError
 
 from aggregates import Activation, Instance, InstanceKind, InstanceStatus
 from aggregates.errors import CorruptRecord, DecodeError, InvalidCommand
-from incarnate._cli import Command, CommandError, CommandFailed, _problems, load_object, parse_json_option
+from incarnate._cli import (
+    Command,
+    CommandError,
+    CommandFailed,
+    _problems,
+    hide,
+    load_object,
+    parse_json_option,
+)
 from incarnate._engine import Engine
 from incarnate._recovery import MigrationRejected
 from incarnate._runners import Runner, ThreadedRunner
@@ -130,22 +138,36 @@ def _not_run_here(name: str) -> TaskFunction:
 # ---------------------------------------------------------- the store
 
 
-def _storage(db: str | None) -> Storage:
-    if db is None:
-        try:
-            storage = Storage.from_env()
-        except EngineError as err:
-            raise CommandError(str(err)) from err
-        where = "the environment (SQLITE_DBNAME, by default ./incarnate.db)"
-    else:
-        storage = Storage.sqlite(db)
-        where = "--db"
+DB_HELP = (
+    "the store: a SQLite file (PATH or sqlite:///PATH) or a PostgreSQL URL "
+    "postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=SCHEMA] (default: the store the environment "
+    "names with PERSISTENCE_MODULE, SQLITE_DBNAME or POSTGRES_*; ./incarnate.db when none is set)"
+)
+
+
+def command_storage(db: str | None, *, existing: bool = True) -> Storage:
+    """The store a command's ``--db`` names (a SQLite path or a URL), else the environment's.
+
+    Its password is hidden from every message the command prints. With
+    ``existing``, a SQLite file that does not exist is refused: such a
+    command never creates an empty store.
+    """
+    try:
+        storage = Storage.from_env() if db is None else Storage.from_url(db)
+    except EngineError as err:
+        raise CommandError(str(err)) from err
+    hide(storage.postgres_password)
+    where = "the environment (SQLITE_DBNAME, by default ./incarnate.db)" if db is None else "--db"
     path = storage.sqlite_path
-    if storage.kind == "sqlite" and not path.startswith("file:") and not Path(path).is_file():
+    if existing and storage.kind == "sqlite" and not path.startswith("file:") and not Path(path).is_file():
         raise CommandError(
             f"no store at {path!r} (named by {where}); pass --db PATH naming the SQLite file an engine wrote"
         )
     return storage
+
+
+def _storage(db: str | None) -> Storage:
+    return command_storage(db)
 
 
 @contextlib.contextmanager
@@ -256,12 +278,7 @@ def _require_root(instance: Instance, verb: str) -> None:
 
 def _store_options(parser: argparse.ArgumentParser, *, charts: str = "") -> None:
     options = parser.add_argument_group("store options")
-    options.add_argument(
-        "--db",
-        metavar="PATH",
-        help="the SQLite file of the store (default: the store the environment names with "
-        "PERSISTENCE_MODULE, SQLITE_DBNAME or POSTGRES_*; ./incarnate.db when none is set)",
-    )
+    options.add_argument("--db", metavar="PATH_OR_URL", help=DB_HELP)
     needed = f"required, to {charts}" if charts else "optional"
     options.add_argument("--charts", metavar="MODULE:ATTR", help=f"{_CHARTS_HELP} ({needed})")
     options.add_argument(

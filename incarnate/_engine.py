@@ -11,7 +11,8 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -37,6 +38,7 @@ from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
 from incarnate._clock import Clock, SystemClock
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
+from incarnate._ownership import TakeOver, is_live, take_over
 from incarnate._process import Decision, decide
 from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
 from incarnate._runners import DeterministicRunner, Runner
@@ -46,11 +48,16 @@ from incarnate._work import UnitOfWork
 from incarnate.errors import (
     ConfigurationError,
     EngineError,
+    Fenced,
     InstanceTerminated,
+    NotARoot,
     PayloadTooLarge,
     StorageError,
+    TreeHeld,
     UnknownInstance,
 )
+from incarnate.store import Coordination, Store
+from incarnate.store import forget_memory_store as forget_named_memory_store
 from projections import Checkpoint, resume_plan
 from statechart import (
     Chart,
@@ -107,14 +114,9 @@ def _make_room(cache: OrderedDict[UUID, Any], size: int, incoming: UUID) -> None
             return
 
 
-_MEMORY_STORES: dict[str, ApplicationRecorder] = {}
-_MEMORY_LOCK = threading.Lock()
-
-
 def forget_memory_store(name: str) -> None:
     """Drop a named in-memory store (tests call this when done with it)."""
-    with _MEMORY_LOCK:
-        _MEMORY_STORES.pop(name, None)
+    forget_named_memory_store(name)
 
 
 @contextlib.contextmanager
@@ -181,6 +183,9 @@ class Engine(Application[UUID]):
         max_payload_bytes: int | None = None,
     ) -> None:
         self.storage = storage if storage is not None else Storage.from_env()
+        self.store: Store = self.storage.open()
+        self._coordination: Coordination | None = None
+        self._coordination_lock = threading.Lock()
         merged = self.storage.env()
         # Checked on each encoded event before the recorder is called (see construct_event_store).
         self.max_payload_bytes = (
@@ -205,12 +210,9 @@ class Engine(Application[UUID]):
         merged.setdefault("AGGREGATE_CACHE_MAXSIZE", str(cache_size))
         if env:
             merged.update(env)
-        if self.storage.kind == "postgres":
-            # One direct connection first: an unreachable server, a missing database or a
-            # refused user is reported at once, by name, instead of as a pool timeout.
-            from incarnate._postgres import check_connection
-
-            check_connection(self.storage, self.storage.timeout("connect_timeout"))
+        # One direct connection first: an unreachable server, a missing database or a
+        # refused user is reported at once, by name, instead of as a pool timeout.
+        self.store.check()
         try:
             super().__init__(env=merged)
         except (PersistenceError, sqlite3.DatabaseError, OSError) as error:
@@ -218,12 +220,13 @@ class Engine(Application[UUID]):
             if factory is not None:
                 with contextlib.suppress(Exception):
                     factory.close()  # stop the pool's connection attempts
-            if self.storage.kind == "postgres":
-                from incarnate._postgres import check_connection
-
-                check_connection(self.storage, self.storage.timeout("connect_timeout"))
+            self.store.check()
             raise StorageError(f"cannot open {self.storage.describe()}: {error}") from error
         self.acquired: set[UUID] = set()
+        # The ownership incarnation this engine holds per instance (see incarnate._ownership);
+        # instances dropped after a fenced write are not taken back by queued work.
+        self.held: dict[UUID, int] = {}
+        self._fenced: set[UUID] = set()
         # Runner threads share the caches below: ``_cache_lock`` serialises their
         # writers, and eviction pops atomically, so a full cache never raises.
         self._cache_lock = threading.Lock()
@@ -258,14 +261,7 @@ class Engine(Application[UUID]):
 
     def construct_recorder(self) -> ApplicationRecorder:
         """The store's recorder; named in-memory stores are shared between engines."""
-        name = self.storage.memory_name if self.storage.kind == "popo" else ""
-        if not name:
-            return super().construct_recorder()
-        with _MEMORY_LOCK:
-            recorder = _MEMORY_STORES.get(name)
-            if recorder is None:
-                recorder = _MEMORY_STORES[name] = super().construct_recorder()
-            return recorder
+        return self.store.recorder(super().construct_recorder)
 
     def construct_event_store(self) -> EventStore[UUID]:
         """Events are refused, before anything is written, when one is over ``max_payload_bytes``."""
@@ -322,6 +318,12 @@ class Engine(Application[UUID]):
             raise CodecError(chart.name, "snapshot", f"instance {instance.id} has no snapshot yet")
         snapshot = self._codecs[chart.name].decode(data)
         return snapshot
+
+    def remember_snapshot(self, instance_id: UUID, version: int, snapshot: Snapshot[Any]) -> None:
+        """Keep the decoded snapshot of ``instance_id`` at ``version`` (recovery's ResumePlan decoded it)."""
+        with self._cache_lock:
+            _make_room(self._decoded, self.cache_size, instance_id)
+            self._decoded[instance_id] = (version, snapshot)
 
     def _remember(self, instance: Instance, decoded: Snapshot[Any] | None = None) -> None:
         """Keep the decoded snapshot of the version just committed, for the next unit of work."""
@@ -386,10 +388,10 @@ class Engine(Application[UUID]):
         uow = UnitOfWork(self)
         uow.created[instance.id] = instance
         decide(self, uow, instance, careful=False)
-        self._commit(uow)
+        self.commit(uow)
         if self._has_work(instance):
             uow.follow(instance.id)
-        self._enact(uow)
+        self.enact(uow)
         return instance.id
 
     def send(
@@ -451,7 +453,7 @@ class Engine(Application[UUID]):
                     continue
                 return None
             try:
-                self._save(instance)
+                self.save_instances(instance)
             except IntegrityError:
                 fresh = True
                 continue
@@ -466,7 +468,7 @@ class Engine(Application[UUID]):
             if not instance.request_cancel(None, reason):
                 return False
             try:
-                self._save(instance)
+                self.save_instances(instance)
             except IntegrityError:
                 continue
             self.runner.notify(instance_id)
@@ -495,8 +497,8 @@ class Engine(Application[UUID]):
             return False
         fingerprint = self.charts[facts.name].fingerprint if facts.name in self.charts else ""
         uow.create(Instance.born(facts, fingerprint=fingerprint, owner=self.engine_id))
-        self._commit(uow)
-        self._enact(uow)
+        self.commit(uow)
+        self.enact(uow)
         return True
 
     # ---------------------------------------------------------- queries
@@ -603,9 +605,105 @@ class Engine(Application[UUID]):
     def acquire(self, instance_id: UUID) -> bool:
         """Acquire an instance after a restart: validate its ResumePlan and re-enact its children.
 
-        Returns False when the instance may not run (it, or its root, is parked).
+        An instance this engine does not hold is taken over first, with its
+        whole call tree (:meth:`take_over` of its root). Returns False when
+        the instance may not run here: it, or its root, is parked, or another
+        live engine holds its tree.
         """
-        return acquire(self, instance_id)
+        if instance_id in self.held:
+            return acquire(self, instance_id)
+        return self._adopt(instance_id, "acquired")
+
+    # -------------------------------------------------------- ownership
+
+    def take_over(self, root_id: UUID, *, reason: str = "taken over") -> TakeOver:
+        """Claim a whole call tree for this engine in one atomic save, then acquire it.
+
+        Raises :class:`~incarnate.errors.TreeHeld` (writing nothing) when a
+        member is owned by another live engine, and
+        :class:`~incarnate.errors.NotARoot` for a child its caller still
+        awaits. See ``docs/explanation/ownership.md``.
+        """
+        return take_over(self, root_id, reason=reason)
+
+    def owns(self, instance_id: UUID) -> bool:
+        """Whether this engine holds the instance's current incarnation (read from the store)."""
+        held = self.held.get(instance_id)
+        if held is None:
+            return False
+        try:
+            record = self.instance(instance_id).record
+        except UnknownInstance:
+            return False
+        return record.owner == self.engine_id and record.incarnation == held
+
+    def hold(self, instance_id: UUID, incarnation: int) -> None:
+        """Record that this engine now holds ``incarnation`` of the instance (it claimed it)."""
+        self.held[instance_id] = incarnation
+        self._fenced.discard(instance_id)
+        self.acquired.discard(instance_id)  # acquire it again under the new incarnation
+
+    def check_holds(self, instance: Instance) -> None:
+        """Raise :class:`~incarnate.errors.Fenced` unless this engine holds the instance's incarnation."""
+        record = instance.record
+        held = self.held.get(instance.id)
+        if record.owner != self.engine_id or record.incarnation != held:
+            raise Fenced(instance.id, self.engine_id, held, record.owner, record.incarnation)
+
+    def drop(self, instance_id: UUID, why: object) -> None:
+        """Forget an instance another engine now owns: its cached copies, and its queued work and timers.
+
+        Queued work and timers of a dropped instance become no-ops
+        (:meth:`process` returns None) until this engine takes it over again.
+        """
+        log.warning("fenced: %s", why, extra={"engine_id": self.engine_id, "instance_id": str(instance_id)})
+        self._fenced.add(instance_id)
+        self.held.pop(instance_id, None)
+        self.acquired.discard(instance_id)
+        with self._cache_lock:
+            self._latest.pop(instance_id, None)
+            self._decoded.pop(instance_id, None)
+
+    def orphan(self, instance_id: UUID, reason: str) -> bool:
+        """End an instance whose parent is gone with status ``orphan``; False when it had finished already."""
+        for _ in range(MAX_CONFLICT_RETRIES):
+            instance = self.instance(instance_id)
+            if instance.record.status.finished:
+                return False
+            instance.mark_orphan(reason)
+            try:
+                self.save_instances(instance)
+            except IntegrityError:
+                continue
+            self.held.pop(instance_id, None)
+            self.acquired.discard(instance_id)
+            return True
+        raise StorageError(f"could not mark {instance_id} as an orphan: too many concurrent writers")
+
+    def _adopt(self, instance_id: UUID, reason: str) -> bool:
+        """Take over the call tree of an instance this engine does not hold; False when it may not run here.
+
+        An instance owned by another live engine is left alone; any other is
+        taken over through its root (a child on its own only when its caller
+        has ended, to finish it).
+        """
+        try:
+            record = self.instance(instance_id).record
+        except UnknownInstance:
+            return False
+        except CorruptRecord as error:
+            park_corrupt(self, error, instance_id)
+            return False
+        if record.status.finished or (record.owner != self.engine_id and is_live(self, record.owner)):
+            return False
+        try:
+            result = take_over(self, record.root, reason=reason)
+            if instance_id not in self.held and record.parent is not None:
+                result = take_over(self, instance_id, reason=reason)
+        except (TreeHeld, NotARoot) as error:
+            log.info("not taking over %s: %s", instance_id, error)
+            return False
+        return instance_id in self.held and not result.parked
 
     def parked(self) -> list[ParkedRoot]:
         """Roots held for an operator, with their incidents."""
@@ -661,22 +759,36 @@ class Engine(Application[UUID]):
     # -------------------------------------------------------- processing
 
     def process(self, instance_id: UUID) -> Decision | None:
-        """Commit the next unit of work of one instance, then enact it; None when it is idle."""
+        """Commit the next unit of work of one instance, then enact it; None when it is idle.
+
+        Only instances this engine holds are processed. One it does not hold
+        is taken over through its root when no live engine owns it; one owned
+        by another live engine, or dropped after a fenced write, is left alone
+        (None).
+        """
+        if instance_id in self._fenced:
+            return None
+        if instance_id not in self.held and not self._adopt(instance_id, "processed by a new owner"):
+            return None
         if instance_id not in self.acquired:
             try:
-                if not self.acquire(instance_id):
+                if not acquire(self, instance_id):
                     return None
             except UnknownInstance:
                 return None
         try:
-            return self._process(instance_id)
+            try:
+                return self._process(instance_id)
+            except PayloadTooLarge as error:
+                return self._fail_oversized(instance_id, error)
+        except Fenced as error:
+            self.drop(instance_id, error)
+            return None
         except CorruptRecord as error:
             # A record of this instance (or of one its unit of work reads) does not decode:
             # park the tree it belongs to instead of failing the runner.
             park_corrupt(self, error, instance_id)
             return None
-        except PayloadTooLarge as error:
-            return self._fail_oversized(instance_id, error)
 
     def _fail_oversized(self, instance_id: UUID, error: PayloadTooLarge) -> Decision | None:
         """A unit of work that would store an oversized event fails its instance instead.
@@ -691,15 +803,16 @@ class Engine(Application[UUID]):
             instance = uow.load(instance_id)
             if instance is None or instance.record.status.finished:
                 return None
+            uow.fence(instance)
             detail: dict[str, JsonValue] = {"error": type(error).__name__, "message": str(error)}
             instance.record_incident("payload-too-large", str(error), park=False)
             instance.fail(detail)
             uow.tell_parent(instance, self.clock.now(), error_invoke_event, detail)
             try:
-                self._commit(uow)
+                self.commit(uow)
             except IntegrityError:
                 continue
-            self._enact(uow)
+            self.enact(uow)
             return Decision("failed", str(error))
         raise StorageError(f"could not record the failure of {instance_id}: too many concurrent writers")
 
@@ -711,6 +824,9 @@ class Engine(Application[UUID]):
             instance = uow.load(instance_id)
             if instance is None:
                 return None
+            if instance.record.status.finished:
+                return None
+            uow.fence(instance)  # an owner write: Fenced when another engine claimed it since
             root_id = instance.record.root
             if root_id != instance_id:
                 root = uow.load(root_id)
@@ -730,13 +846,13 @@ class Engine(Application[UUID]):
                     continue
                 return None
             try:
-                self._commit(uow)
+                self.commit(uow)
             except IntegrityError:
                 careful = fresh = True
                 continue
             if self._has_work(instance):
                 uow.follow(instance_id)
-            self._enact(uow)
+            self.enact(uow)
             return decision
         raise StorageError(f"could not commit work for {instance_id}: too many concurrent writers")
 
@@ -753,7 +869,8 @@ class Engine(Application[UUID]):
         now = self.clock.now()
         return any(timer.deadline <= now for timer in cached[1].timers)
 
-    def _save(self, *instances: Instance) -> None:
+    def save_instances(self, *instances: Instance) -> None:
+        """Save the instances' pending events in one atomic save (``IntegrityError`` on a conflict)."""
         try:
             self.save(*instances)
         except IntegrityError:
@@ -764,13 +881,23 @@ class Engine(Application[UUID]):
             raise StorageError(f"the store refused a commit: {error}") from error
         self._saw(instances)
 
-    def _commit(self, uow: UnitOfWork) -> None:
+    def commit(self, uow: UnitOfWork) -> None:
+        """Save a unit of work in one atomic save, fenced: :class:`Fenced` if it writes an instance not held.
+
+        Its new instances are held by this engine at incarnation 1.
+        """
         pending = uow.pending()
         if pending:
+            for instance_id in uow.fenced:
+                loaded = uow.loaded.get(instance_id)
+                if loaded is not None:
+                    self.check_holds(loaded)
             self._hook("before-commit", uow)
-            self._save(*pending)
+            self.save_instances(*pending)
             for instance in pending:
                 self._remember(instance, uow.decoded.get(instance.id))
+            for instance_id, created in uow.created.items():
+                self.held[instance_id] = created.record.incarnation
             self.acquired.update(uow.created)
             self._hook("after-commit", uow)
 
@@ -779,7 +906,8 @@ class Engine(Application[UUID]):
         for hook in self.hooks:
             hook(point, uow)
 
-    def _enact(self, uow: UnitOfWork) -> None:
+    def enact(self, uow: UnitOfWork) -> None:
+        """Hand a committed unit of work's follow-ups and deadlines to the runner."""
         for deadline, instance_id in uow.deadlines:
             self.runner.notify_at(deadline, instance_id)
         for instance_id in uow.followups:
@@ -792,27 +920,47 @@ class Engine(Application[UUID]):
         return self.runner.run_until_idle(max_units)
 
     def resume_all(self) -> int:
-        """Acquire every unfinished call tree after a restart; returns how many instances were acquired.
+        """Take over every unfinished call tree no live engine holds; returns how many were acquired.
 
-        Roots are acquired first, each with its retained children (a child is
-        never revived on its own); a leftover child whose caller has finished
-        is cancelled, finishing the interrupted cascade. A tree with a stored
-        record that does not decode is parked with an incident naming it; the
-        other trees recover as usual.
+        Each in-flight root owned by no live engine is taken over with its
+        retained children (:meth:`take_over`; a child is never revived on its
+        own). Trees held by live engines are left alone and logged. A
+        leftover child whose caller has ended is finished (its interrupted
+        cancel cascade completes). A tree with a stored record that does not
+        decode is parked with an incident naming it; the other trees recover
+        as usual.
         """
         self.listing.catch_up()
         roots: list[UUID] = []
         children: list[UUID] = []
         for row in self.listing.rows(in_flight=True):
-            if row.id in self.acquired:
+            if row.id in self.acquired and row.id in self.held:
                 continue
             (roots if row.parent is None else children).append(row.id)
         before = len(self.acquired)
+        held_elsewhere: list[TreeHeld] = []
         for root_id in roots:
-            self.acquire(root_id)
+            try:
+                self.take_over(root_id, reason="resumed after a restart")
+            except TreeHeld as error:
+                held_elsewhere.append(error)
+            except UnknownInstance:
+                continue
         for child_id in children:
-            if child_id not in self.acquired:
-                self.acquire(child_id)
+            if child_id in self.held:
+                continue
+            try:
+                self.take_over(child_id, reason="finishing the cancel cascade of an ended caller")
+            except (TreeHeld, NotARoot, UnknownInstance):
+                continue  # reached through its root, or held by a live engine
+        for held in held_elsewhere:
+            log.info(
+                "left to its live owner: %s",
+                held,
+                extra={"engine_id": self.engine_id, "instance_id": str(held.root), "holder": held.holder},
+            )
+        if held_elsewhere:
+            log.info("%d call trees are held by live engines and were left alone", len(held_elsewhere))
         return len(self.acquired) - before
 
     @property
@@ -822,12 +970,39 @@ class Engine(Application[UUID]):
             self._listing = Listing(self)
         return self._listing
 
+    def __enter__(self) -> Self:
+        """``with Engine(...) as engine:`` closes the engine on the way out (see :meth:`close`)."""
+        return super().__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the engine, whether or not the block raised; an exception propagates."""
+        super().__exit__(exc_type, exc_value, traceback)
+
+    @property
+    def coordination(self) -> Coordination:
+        """The facts this engine shares with the fleet through the store (created on first use)."""
+        with self._coordination_lock:
+            if self._coordination is None:
+                self._coordination = self.store.coordination()
+            return self._coordination
+
     def close(self) -> None:
-        """Stop the runner gracefully, then close the listing and the store."""
+        """Stop the runner gracefully, then close the listing, the coordination and the store."""
         runner = getattr(self, "runner", None)
         if runner is not None:
             runner.stop()
         listing = getattr(self, "_listing", None)
         if listing is not None:
             listing.close()
+        lock = getattr(self, "_coordination_lock", None)
+        if lock is not None:
+            with lock:
+                coordination, self._coordination = self._coordination, None
+            if coordination is not None:
+                coordination.close()
         super().close()

@@ -166,6 +166,7 @@ def test_every_command_is_registered() -> None:
         "migrate": [some_id, "--map", "a=b"],
         "resolve": [some_id],
         "terminate": [some_id],
+        "worker": ["--charts", f"{SAMPLE}:ORDER"],
     }
     for command in COMMANDS:
         args = parser().parse_args([command.name, *arguments.get(command.name, [])])

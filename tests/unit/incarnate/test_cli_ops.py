@@ -470,7 +470,8 @@ def test_parked_lists_roots_with_their_incidents(capsys: pytest.CaptureFixture[s
     assert status == 0
     lines = out.splitlines()
     assert lines[0] == f"{store.parent}  chart 'parent'  1 incident(s)"
-    assert lines[1].startswith("  revalidation (version 4, parked): chart 'parent' changed incompatibly")
+    # version 5: the recovering engine's Claimed (version 4) comes before the incident
+    assert lines[1].startswith("  revalidation (version 5, parked): chart 'parent' changed incompatibly")
     assert "state 'gathering' was removed" in lines[1]
 
 

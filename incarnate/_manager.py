@@ -1,0 +1,564 @@
+"""The recovery manager: a background sweep that moves lost call trees to a live engine.
+
+One manager runs per engine (a :class:`~incarnate.Worker` starts it). Every
+``scan_interval`` it tries to lead its group (a PostgreSQL advisory lock,
+``coordination.lead``; a SQLite or in-memory store always leads), and the
+leader sweeps once:
+
+1. catch the listing up, and read the engines' heartbeats once;
+2. pick the candidates: in-flight ROOTS (a child is never recovered on its
+   own: it moves with its root's tree) whose owner is neither live nor this
+   engine, unchanged for at least ``ttl`` seconds; and orphans, in-flight
+   children whose parent has vanished (no listing row, no stored event) for
+   at least ``orphan_grace_period`` seconds;
+3. lease a batch of them atomically (``coordination.claim``: a root another
+   replica holds is skipped, an expired lease is taken over);
+4. hand each leased root to a pool of ``worker_count`` threads that call the
+   handler (by default ``engine.take_over(root)``), each bounded by
+   ``item_timeout``; mark each orphan ``orphan``;
+5. release each lease with its outcome, and log
+   ``claimed=N dispatched=M succeeded=K failed=F``.
+
+Outcomes: the handler returned → ``succeeded``; a store failure or a
+conflict (:class:`~incarnate.errors.StorageError`, ``eventsourcing``'s
+``IntegrityError``, ``TreeHeld``, ``Fenced``) → ``transient``, retried at a
+later scan; a parked tree or a checkpoint that does not rebuild →
+``failed`` (an operator decides); anything else → ``error`` with its
+message. A handler still running
+after ``item_timeout`` is abandoned: it counts as failed and its lease is
+left to expire, and this manager does not try that root again while the
+abandoned call still runs.
+
+:meth:`RecoveryManager.stop` is graceful mid-sweep: nothing more is
+dispatched, the calls in progress are waited for (each at most until its
+``item_timeout``), and the leases not dispatched are left to expire, so a
+later sweep — here or on another replica — picks them up again.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+import attrs
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from incarnate.errors import ConfigurationError, Fenced, StorageError, TreeHeld
+from projections import CheckpointError, ListingRow
+
+if TYPE_CHECKING:
+    from incarnate._engine import Engine
+    from incarnate.store._port import Heartbeat
+
+log = logging.getLogger("incarnate.recovery.manager")
+
+DEFAULT_LOCK_ID = 0x1CA7_4A7E_5EC0_7E11
+"""The advisory lock id a group's leader holds (63 bits: a PostgreSQL ``bigint``)."""
+
+Handler = Callable[[UUID], object]
+"""Recovers one root; returns normally on success (a result with ``parked=True`` counts as failed)."""
+
+SUCCEEDED = "succeeded"
+TRANSIENT = "transient"
+FAILED = "failed"
+ORPHAN = "orphan"
+ERROR = "error"
+
+_TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (StorageError, IntegrityError, TreeHeld, Fenced)
+"""A store failure or a conflict with another engine: the lease is released ``transient`` and retried."""
+
+
+def _non_negative(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value < 0:
+        raise ConfigurationError(f"RecoverySettings.{attribute.name} must not be negative, got {value}")
+
+
+def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value <= 0:
+        raise ConfigurationError(f"RecoverySettings.{attribute.name} must be positive, got {value}")
+
+
+def _at_least_one(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 1:
+        raise ConfigurationError(f"RecoverySettings.{attribute.name} must be at least 1, got {value}")
+
+
+@attrs.frozen
+class RecoverySettings:
+    """How the recovery manager of an engine sweeps (see docs/reference/configuration.md)."""
+
+    enabled: bool = True
+    """Whether the manager runs at all."""
+    ttl: float = attrs.field(default=30.0, validator=_non_negative)
+    """Seconds a root must have been unchanged before it is a candidate."""
+    scan_interval: float = attrs.field(default=5.0, validator=_positive)
+    """Seconds between two scans."""
+    batch_size: int = attrs.field(default=100, validator=_at_least_one)
+    """The most roots (and orphans) one scan leases."""
+    worker_count: int = 4
+    """Threads calling the handler at once; at least 1 when enabled."""
+    lease_duration: float = attrs.field(default=30.0, validator=_positive)
+    """Seconds a lease keeps other replicas off a root."""
+    lock_id: int = DEFAULT_LOCK_ID
+    """The advisory lock the group's leader holds (PostgreSQL); one per group."""
+    group: str = "default"
+    """The engine group: engines that may recover each other's call trees."""
+    orphan_grace_period: float = attrs.field(default=1800.0, validator=_non_negative)
+    """Seconds a child whose parent vanished is left before it is marked ``orphan``; 0 disables."""
+    item_timeout: float = attrs.field(default=1.0, validator=_positive)
+    """Seconds one handler call may run before it is abandoned (its lease then expires)."""
+
+    def warnings(self) -> list[str]:
+        """The unsafe combinations of these settings, each as a sentence naming the fix."""
+        if not self.enabled:
+            return []
+        found: list[str] = []
+        if self.lease_duration < self.scan_interval:
+            found.append(
+                f"lease_duration ({self.lease_duration:g} s) is shorter than scan_interval "
+                f"({self.scan_interval:g} s): a lease may lapse before the next scan sees its outcome; "
+                "make lease_duration at least scan_interval"
+            )
+        if self.worker_count >= 1:
+            rounds = math.ceil(self.batch_size / self.worker_count)
+            worst = rounds * self.item_timeout
+            if self.lease_duration < worst:
+                found.append(
+                    f"lease_duration ({self.lease_duration:g} s) is shorter than a batch's worst case, "
+                    f"ceil(batch_size / worker_count) x item_timeout = {rounds} x {self.item_timeout:g} s "
+                    f"= {worst:g} s: the last roots of a batch may be leased again by another replica "
+                    "while this one still recovers them; raise lease_duration or worker_count, or lower "
+                    "batch_size or item_timeout"
+                )
+        return found
+
+
+@attrs.frozen
+class SweepReport:
+    """What one scan did."""
+
+    leader: bool
+    """Whether this engine led its group (a non-leader does not sweep; every count is 0)."""
+    candidates: int = 0
+    """Roots and orphans eligible before leasing."""
+    claimed: int = 0
+    """Leased to this engine by this scan."""
+    dispatched: int = 0
+    """Handed to a worker (the rest were left to expire because the manager stopped)."""
+    succeeded: int = 0
+    failed: int = 0
+    """Dispatched and not succeeded: transient, parked, checkpoint, handler errors and timeouts."""
+    orphaned: int = 0
+    """Children written ``orphan``."""
+    transient: int = 0
+    errors: int = 0
+    timed_out: int = 0
+    cancelled: bool = False
+    """Whether :meth:`RecoveryManager.stop` interrupted the fan-out."""
+
+    @property
+    def summary(self) -> str:
+        """The one-line summary the sweep logs."""
+        return (
+            f"claimed={self.claimed} dispatched={self.dispatched} succeeded={self.succeeded} "
+            f"failed={self.failed} orphaned={self.orphaned}"
+        )
+
+
+@attrs.frozen
+class _Outcome:
+    outcome: str
+    message: str = ""
+
+
+@attrs.define
+class _Tally:
+    dispatched: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    orphaned: int = 0
+    transient: int = 0
+    errors: int = 0
+    timed_out: int = 0
+
+
+class RecoveryManager:
+    """Sweeps the call trees of dead engines over to this one, as the leader of its group.
+
+    Thread-safe: :meth:`sweep` runs one scan at a time; :meth:`start` runs
+    scans on a background thread until :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: RecoverySettings | None = None,
+        handler: Handler | None = None,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings if settings is not None else RecoverySettings()
+        if self.settings.enabled and self.settings.worker_count < 1:
+            raise ConfigurationError(
+                f"RecoverySettings.worker_count must be at least 1 while the recovery manager of "
+                f"engine {engine.engine_id} is enabled, got {self.settings.worker_count}; "
+                "raise it, or pass enabled=False"
+            )
+        self.handler: Handler = handler if handler is not None else self._take_over
+        self._sweep_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._leading: bool | None = None
+        self._running_lock = threading.Lock()
+        self._running: set[UUID] = set()
+        self._abandoned: set[UUID] = set()
+
+    # ---------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Warn about unsafe settings, then scan every ``scan_interval`` on a background thread."""
+        if not self.settings.enabled:
+            log.debug("recovery manager of engine %s is disabled", self.engine.engine_id)
+            return
+        if self._thread is not None and self._thread.is_alive():
+            return
+        for warning in self.settings.warnings():
+            log.warning("recovery manager of engine %s: %s", self.engine.engine_id, warning)
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"incarnate-recovery-{self.engine.engine_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop scanning, gracefully mid-sweep; True when the background thread ended in time.
+
+        Nothing more is dispatched; calls in progress are waited for (each at
+        most until its ``item_timeout``); leases not dispatched are left to
+        expire. ``timeout`` defaults to ``item_timeout`` plus 10 seconds.
+        """
+        self._stopping.set()
+        bound = self.settings.item_timeout + 10.0 if timeout is None else timeout
+        deadline = time.monotonic() + bound
+        thread = self._thread
+        if thread is not None:
+            thread.join(bound)
+            self._thread = None
+        # A sweep called directly (not from the background thread) is waited for too.
+        ended = self._sweep_lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+        if ended:
+            try:
+                self._resign()
+            finally:
+                self._sweep_lock.release()
+        else:
+            log.warning(
+                "recovery manager of engine %s did not stop within %g s; its sweep ends on its own "
+                "once the calls in progress reach item_timeout",
+                self.engine.engine_id,
+                bound,
+            )
+        return ended
+
+    def __enter__(self) -> RecoveryManager:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> frozenset[UUID]:
+        """Roots whose handler call is still running (abandoned ones included)."""
+        with self._running_lock:
+            return frozenset(self._running)
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.sweep()
+            except Exception:
+                log.warning(
+                    "recovery sweep of engine %s failed; retrying in %g s",
+                    self.engine.engine_id,
+                    self.settings.scan_interval,
+                    exc_info=True,
+                )
+            self._stopping.wait(self.settings.scan_interval)
+
+    def _resign(self) -> None:
+        if self._leading:
+            try:
+                self.engine.coordination.resign(self.settings.lock_id, self.engine.engine_id)
+            except Exception:  # a closed store has released the lock already
+                log.debug("resigning leadership of engine %s failed", self.engine.engine_id, exc_info=True)
+            self._set_leading(False)
+
+    # -------------------------------------------------------------- sweep
+
+    def sweep(self) -> SweepReport:
+        """One scan: lead, pick candidates, lease a batch, recover it; returns what it did.
+
+        After :meth:`stop` it does nothing (``cancelled``) until :meth:`start`.
+        """
+        with self._sweep_lock:
+            if self._stopping.is_set():
+                return SweepReport(leader=bool(self._leading), cancelled=True)
+            coordination = self.engine.coordination
+            engine_id = self.engine.engine_id
+            leading = coordination.lead(self.settings.lock_id, engine_id)
+            self._set_leading(leading)
+            if not leading:
+                return SweepReport(leader=False)
+            roots, orphans = self._candidates()
+            candidates = [*roots, *orphans]
+            if not candidates or self._stopping.is_set():
+                return SweepReport(leader=True, candidates=len(candidates), cancelled=self._stopping.is_set())
+            claimed = coordination.claim(
+                candidates, engine_id, self.settings.lease_duration, self.settings.batch_size
+            )
+            orphan_ids = set(orphans)
+            tally = _Tally()
+            cancelled = self._fan_out(
+                [(root, root in orphan_ids) for root in claimed],
+                tally,
+            )
+            report = SweepReport(
+                leader=True,
+                candidates=len(candidates),
+                claimed=len(claimed),
+                dispatched=tally.dispatched,
+                succeeded=tally.succeeded,
+                failed=tally.failed,
+                orphaned=tally.orphaned,
+                transient=tally.transient,
+                errors=tally.errors,
+                timed_out=tally.timed_out,
+                cancelled=cancelled,
+            )
+            self._log_report(report)
+            return report
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading == self._leading:
+            return
+        if leading:
+            log.info(
+                "engine %s now leads recovery of group %r (lock %d)",
+                self.engine.engine_id,
+                self.settings.group,
+                self.settings.lock_id,
+            )
+        elif self._leading is not None:
+            log.info(
+                "engine %s no longer leads recovery of group %r", self.engine.engine_id, self.settings.group
+            )
+        self._leading = leading
+
+    def _log_report(self, report: SweepReport) -> None:
+        if report.cancelled:
+            log.debug(
+                "recovery fan-out of engine %s cancelled by stop(): %d leases left to expire",
+                self.engine.engine_id,
+                report.claimed - report.dispatched,
+            )
+        level = logging.WARNING if report.dispatched < report.claimed else logging.INFO
+        log.log(level, "recovery sweep of engine %s: %s", self.engine.engine_id, report.summary)
+
+    # --------------------------------------------------------- candidates
+
+    def _candidates(self) -> tuple[list[UUID], list[UUID]]:
+        """Roots of dead owners past ``ttl``, and orphans past the grace period, in listing order."""
+        engine = self.engine
+        listing = engine.listing
+        listing.catch_up()
+        rows = listing.rows(in_flight=True)
+        coordination = engine.coordination
+        now = coordination.now()
+        beats = coordination.heartbeats()
+        running = self.running
+        roots = [
+            row.id
+            for row in rows
+            if row.parent is None
+            and row.id not in running
+            and self._claimable(row.owner, beats, now)
+            and now - row.changed_at >= self.settings.ttl
+        ]
+        return roots, self._orphans(rows, now, running)
+
+    def _claimable(self, owner: str, beats: dict[str, Heartbeat], now: float) -> bool:
+        """Whether a tree owned by ``owner`` is this group's to recover: the owner is not live, nor us."""
+        if owner == self.engine.engine_id:
+            return False
+        beat = beats.get(owner)
+        if beat is None:
+            return True  # retired, or never beat (a plain engine or a command-line client)
+        return beat.expires_at <= now and beat.group == self.settings.group
+
+    def _orphans(self, rows: Iterable[ListingRow], now: float, running: frozenset[UUID]) -> list[UUID]:
+        grace = self.settings.orphan_grace_period
+        if grace <= 0:
+            return []
+        listed = {row.id for row in rows}
+        vanished: dict[UUID, bool] = {}
+        found: list[UUID] = []
+        for row in rows:
+            parent = row.parent
+            if parent is None or parent in listed or row.id in running or now - row.changed_at < grace:
+                continue
+            if parent not in vanished:
+                vanished[parent] = self._vanished(parent)
+            if vanished[parent]:
+                found.append(row.id)
+        return found
+
+    def _vanished(self, instance_id: UUID) -> bool:
+        """Whether an instance has neither a listing row nor a stored event."""
+        if self.engine.listing.get(instance_id) is not None:
+            return False
+        try:
+            return not self.engine.recorder.select_events(instance_id, limit=1)
+        except PersistenceError as error:
+            raise StorageError(
+                f"could not read the events of {instance_id} in {self.engine.storage.describe()}: {error}"
+            ) from error
+
+    # ----------------------------------------------------------- fan-out
+
+    def _fan_out(self, items: list[tuple[UUID, bool]], tally: _Tally) -> bool:
+        """Recover the leased items with at most ``worker_count`` at once; True when stop() cut it short.
+
+        Each call runs on its own daemon thread, so an abandoned (hung) call
+        never holds up the next ones nor the interpreter's exit.
+        """
+        pending = collections.deque(items)
+        running: dict[concurrent.futures.Future[_Outcome], tuple[UUID, float]] = {}
+        timeout = self.settings.item_timeout
+        while pending or running:
+            while pending and len(running) < self.settings.worker_count and not self._stopping.is_set():
+                root, orphan = pending.popleft()
+                running[self._dispatch(root, orphan)] = (root, time.monotonic() + timeout)
+                tally.dispatched += 1
+            if not running:
+                break
+            nearest = min(deadline for _, deadline in running.values())
+            done, _ = concurrent.futures.wait(
+                running,
+                timeout=max(0.0, nearest - time.monotonic()),
+                return_when=concurrent.futures.FIRST_COMPLETED,
+            )
+            for future in done:
+                root, _ = running.pop(future)
+                self._settle(root, future.result(), tally)
+            now = time.monotonic()
+            for future, (root, deadline) in list(running.items()):
+                if deadline <= now and not future.done():
+                    del running[future]
+                    with self._running_lock:
+                        if root in self._running:
+                            self._abandoned.add(root)
+                    tally.failed += 1
+                    tally.timed_out += 1
+                    log.warning(
+                        "recovery of %s by engine %s still runs after item_timeout (%g s): abandoned; "
+                        "its lease is left to expire and it is not retried while the call runs",
+                        root,
+                        self.engine.engine_id,
+                        timeout,
+                    )
+        return bool(pending)
+
+    def _dispatch(self, root: UUID, orphan: bool) -> concurrent.futures.Future[_Outcome]:
+        future: concurrent.futures.Future[_Outcome] = concurrent.futures.Future()
+        with self._running_lock:
+            self._running.add(root)
+
+        def run() -> None:
+            try:
+                future.set_result(self._orphan(root) if orphan else self._recover(root))
+            finally:
+                with self._running_lock:
+                    self._running.discard(root)
+                    late = root in self._abandoned
+                    self._abandoned.discard(root)
+                if late:
+                    log.info("the abandoned recovery of %s has ended; a later scan may retry it", root)
+
+        future.set_running_or_notify_cancel()
+        threading.Thread(target=run, name=f"incarnate-recovery-{root}", daemon=True).start()
+        return future
+
+    def _recover(self, root: UUID) -> _Outcome:
+        """Call the handler on one root and classify how it ended."""
+        try:
+            result = self.handler(root)
+        except _TRANSIENT_ERRORS as error:
+            log.info("recovery of %s is transient, retried at a later scan: %s", root, error)
+            return _Outcome(TRANSIENT, _describe(error))
+        except CheckpointError as error:
+            log.warning("recovery of %s failed for good: %s", root, error)
+            return _Outcome(FAILED, _describe(error))
+        except Exception as error:
+            log.warning("recovery of %s raised", root, exc_info=True)
+            return _Outcome(ERROR, _describe(error))
+        if getattr(result, "parked", False) is True:
+            log.warning("call tree %s is parked: an operator resolves, migrates or terminates it", root)
+            return _Outcome(FAILED, f"call tree {root} is parked; see `incarnate parked`")
+        return _Outcome(SUCCEEDED)
+
+    def _orphan(self, child: UUID) -> _Outcome:
+        """Write an orphan child ``orphan`` (its parent vanished past the grace period)."""
+        reason = (
+            f"its parent vanished (no record, no stored event) for more than "
+            f"{self.settings.orphan_grace_period:g} s; marked by the recovery manager of engine "
+            f"{self.engine.engine_id}"
+        )
+        try:
+            marked = self.engine.orphan(child, reason)
+        except _TRANSIENT_ERRORS as error:
+            return _Outcome(TRANSIENT, _describe(error))
+        except Exception as error:
+            log.warning("marking %s orphan raised", child, exc_info=True)
+            return _Outcome(ERROR, _describe(error))
+        if marked:
+            log.warning("instance %s is now orphan: %s", child, reason)
+            return _Outcome(ORPHAN, reason)
+        return _Outcome(SUCCEEDED, "already finished")
+
+    def _settle(self, root: UUID, outcome: _Outcome, tally: _Tally) -> None:
+        """Count an ended call and release its lease with the outcome."""
+        if outcome.outcome == SUCCEEDED:
+            tally.succeeded += 1
+        elif outcome.outcome == ORPHAN:
+            tally.orphaned += 1
+        else:
+            tally.failed += 1
+            if outcome.outcome == TRANSIENT:
+                tally.transient += 1
+            elif outcome.outcome == ERROR:
+                tally.errors += 1
+        try:
+            self.engine.coordination.release(
+                root, self.engine.engine_id, outcome=outcome.outcome, message=outcome.message
+            )
+        except Exception:  # the lease then expires on its own
+            log.warning(
+                "could not release the recovery lease on %s (outcome %s); it expires on its own",
+                root,
+                outcome.outcome,
+                exc_info=True,
+            )
+
+    def _take_over(self, root: UUID) -> object:
+        return self.engine.take_over(root, reason="recovery manager")
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,411 @@
+"""The worker: an engine that serves a store for as long as it runs, one of a fleet.
+
+A :class:`Worker` turns an :class:`~incarnate.Engine` (with a
+:class:`~incarnate.ThreadedRunner`) into a member of an engine group:
+
+- a **heartbeat** thread keeps the engine live (``coordination.beat`` every
+  third of the lease), so no other engine takes over what it owns;
+- a **follower** thread tails the store's notification log from where it
+  stood when the worker started. It waits for new events
+  (``coordination.wait``: PostgreSQL LISTEN/NOTIFY, polling on SQLite), then
+  wakes the runner for every instance this engine owns that another process
+  sent an event to (or asked to cancel), and takes over every new root whose
+  creator is not live (a web handler's plain engine, a CLI client);
+- the **recovery manager** sweeps the call trees of engines that died.
+
+A graceful :meth:`Worker.stop` stops taking work, lets the units of work in
+progress commit, then retires the heartbeat, so whatever the engine owned is
+claimable by the other workers at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Self
+from uuid import UUID
+
+import attrs
+from eventsourcing.persistence import IntegrityError, Notification
+from eventsourcing.utils import get_topic
+
+from aggregates import Instance
+from incarnate._manager import DEFAULT_LOCK_ID, RecoveryManager, RecoverySettings
+from incarnate._runners import ThreadedRunner
+from incarnate.errors import ConfigurationError, EngineError
+
+if TYPE_CHECKING:
+    from incarnate._engine import Engine
+    from incarnate.store._port import Coordination
+
+log = logging.getLogger("incarnate.worker")
+
+_SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+BATCH = 500
+"""Notifications the follower reads per query."""
+MAX_FOLLOW_BACKOFF = 30.0
+"""The longest the follower waits between attempts while the store keeps failing, in seconds."""
+
+_STARTED = get_topic(Instance.Started)
+_WAKE_TOPICS = tuple(
+    get_topic(event)
+    for event in (Instance.Accepted, Instance.CancelRequested, Instance.Resolved, Instance.Migrated)
+)
+"""Events another process appends to an instance it does not own, which its owner must act on."""
+
+DEFAULT_RECOVERY = RecoverySettings()
+"""The recovery manager's settings unless given (its group becomes the worker's)."""
+
+
+class Worker:
+    """Serves an engine's store as one member of an engine group, until stopped.
+
+    ``Worker(engine, group="default", lease=30.0, poll_interval=0.5,
+    recovery=RecoverySettings())``: ``lease`` is how long, in seconds, one
+    heartbeat keeps the engine live; ``poll_interval`` bounds how long an
+    event sent from another process may wait before the follower looks
+    (PostgreSQL usually wakes it sooner); ``recovery=None`` runs no recovery
+    manager. The engine's runner must be a :class:`ThreadedRunner`.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        group: str = "default",
+        lease: float = 30.0,
+        poll_interval: float = 0.5,
+        recovery: RecoverySettings | None = DEFAULT_RECOVERY,
+    ) -> None:
+        if not isinstance(engine.runner, ThreadedRunner):
+            raise ConfigurationError(
+                f"a worker needs an engine with a ThreadedRunner, but engine {engine.engine_id} runs "
+                f"{type(engine.runner).__name__}; build it as Engine(..., runner=ThreadedRunner(workers=N))"
+            )
+        if not group:
+            raise ConfigurationError("a worker's group must be a non-empty name, e.g. group='default'")
+        if not lease > 0:
+            raise ConfigurationError(f"a worker's lease must be a positive number of seconds, got {lease}")
+        if not poll_interval > 0:
+            raise ConfigurationError(
+                f"a worker's poll_interval must be a positive number of seconds, got {poll_interval}"
+            )
+        self.engine = engine
+        self.runner: ThreadedRunner = engine.runner
+        self.group = group
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.recovery = recovery
+        self.position = 0
+        """The last notification id the follower has read."""
+        self.manager: RecoveryManager | None = None
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stop_beating = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._state = "new"
+        """``new``, ``running``, ``stopping`` or ``stopped``; a stopped worker may be started again."""
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def coordination(self) -> Coordination:
+        """The fleet's shared facts, through the engine's store."""
+        return self.engine.coordination
+
+    def _fields(self, instance_id: UUID | None = None) -> dict[str, object]:
+        fields: dict[str, object] = {"engine_id": self.engine.engine_id, "group": self.group}
+        if instance_id is not None:
+            fields["instance_id"] = str(instance_id)
+        return fields
+
+    def start(self) -> None:
+        """Beat once (the engine is live from now on), then start the threads; a no-op when started."""
+        with self._lock:
+            if self._state in ("running", "stopping"):
+                return
+            self._state = "running"
+            self._stopping.clear()
+            self._stopped.clear()
+            self._stop_beating.clear()
+        engine = self.engine
+        try:
+            self.manager = self._manager()
+            self.coordination.beat(engine.engine_id, self.group, self.lease)
+            self.position = engine.recorder.max_notification_id() or 0
+        except BaseException:
+            with self._lock:
+                self._state = "stopped"
+            raise
+        self.runner.start()
+        self._spawn(self._beat, "incarnate-heartbeat")
+        self._spawn(self._follow, "incarnate-follower")
+        if self.manager is not None:
+            self.manager.start()
+        log.info(
+            "worker %s started on %s (group %s, %d threads, from notification %d)",
+            engine.engine_id,
+            engine.storage.describe(),
+            self.group,
+            self.runner.workers,
+            self.position,
+            extra=self._fields(),
+        )
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _manager(self) -> RecoveryManager | None:
+        if self.recovery is None or not self.recovery.enabled:
+            return None
+        return RecoveryManager(self.engine, recovery_settings(self.recovery, self.group))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop gracefully: take no more work, let units in progress commit, retire the heartbeat.
+
+        Whatever the engine owned is claimable by any other engine once this
+        returns. The engine stays open (its queries still work); close it
+        yourself, or build it with ``with Engine(...) as engine:``.
+        """
+        with self._lock:
+            state = self._state
+            if state == "running":
+                self._state = "stopping"
+        if state == "stopping":  # another thread is stopping it: wait for that
+            self._stopped.wait(timeout)
+            return
+        if state != "running":
+            return
+        engine = self.engine
+        log.info("worker %s stopping", engine.engine_id, extra=self._fields())
+        self._stopping.set()
+        for thread in self._threads:
+            if thread.name == "incarnate-follower":
+                thread.join(timeout)
+        if self.manager is not None:
+            self.manager.stop()
+        self.runner.stop(timeout)
+        self._stop_beating.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+        try:
+            self.coordination.retire(engine.engine_id)
+        except EngineError as error:
+            log.warning(
+                "worker %s could not retire its heartbeat (%s); what it owned is claimable once its "
+                "lease of %gs runs out",
+                engine.engine_id,
+                error,
+                self.lease,
+                extra=self._fields(),
+            )
+        with self._lock:
+            self._state = "stopped"
+        self._stopped.set()
+        log.info("worker %s stopped", engine.engine_id, extra=self._fields())
+
+    def serve(self) -> None:
+        """Start, block until SIGTERM or SIGINT (or :meth:`stop` from another thread), then stop gracefully.
+
+        The signal handlers are installed only on the main thread, and the
+        previous ones are restored on the way out.
+        """
+        self.start()
+        previous: dict[signal.Signals, _SignalHandler] = {}
+        if threading.current_thread() is threading.main_thread():
+
+            def handle(number: int, frame: FrameType | None) -> None:
+                name = signal.Signals(number).name
+                log.info("worker %s received %s", self.engine.engine_id, name, extra=self._fields())
+                self._stopping.set()
+
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, handle)
+        try:
+            while not self._stopping.wait(1.0):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+            self.stop()
+
+    def __enter__(self) -> Self:
+        """``with Worker(engine) as worker:`` starts it, and stops it gracefully on the way out."""
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Stop gracefully (see :meth:`stop`)."""
+        self.stop()
+
+    # ------------------------------------------------------------ heartbeat
+
+    def _beat(self) -> None:
+        # Beats continue while a stopping worker's last units of work commit.
+        while not self._stop_beating.wait(self.lease / 3):
+            try:
+                self.coordination.beat(self.engine.engine_id, self.group, self.lease)
+            except Exception as error:  # noqa: BLE001 - a lost beat is retried; the thread never dies
+                log.warning(
+                    "worker %s could not renew its heartbeat: %s",
+                    self.engine.engine_id,
+                    error,
+                    extra=self._fields(),
+                )
+
+    # ------------------------------------------------------------- follower
+
+    def _follow(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                self.coordination.wait(self.poll_interval)
+                if self._stopping.is_set():
+                    return
+                self.catch_up()
+            except Exception as error:  # the follower outlives a store outage
+                failures += 1
+                # The first failure with its traceback; then one line each, ever less often.
+                pause = min(self.poll_interval * 2**failures, MAX_FOLLOW_BACKOFF)
+                log.warning(
+                    "worker %s could not follow the store (%s); trying again in %.1fs",
+                    self.engine.engine_id,
+                    error,
+                    pause,
+                    exc_info=failures == 1,
+                    extra=self._fields(),
+                )
+                self._stopping.wait(pause)
+            else:
+                failures = 0
+
+    def catch_up(self) -> int:
+        """Read the notification log up to its head and act on it; returns notifications acted on.
+
+        The follower thread calls this after every wait; tests may call it directly.
+        """
+        recorder = self.engine.recorder
+        head = recorder.max_notification_id() or 0
+        acted = 0
+        while self.position < head and not self._stopping.is_set():
+            batch = recorder.select_notifications(
+                self.position + 1, BATCH, stop=head, topics=(_STARTED, *_WAKE_TOPICS)
+            )
+            acted += self._act(batch)
+            self.position = batch[-1].id if len(batch) == BATCH else head
+        return acted
+
+    def _act(self, batch: Sequence[Notification]) -> int:
+        engine = self.engine
+        woken: list[UUID] = []
+        roots: list[UUID] = []
+        for notification in batch:
+            instance_id = _uuid(notification.originator_id)
+            if notification.topic == _STARTED:
+                if instance_id not in engine.held and self._is_foreign_root(notification):
+                    roots.append(instance_id)
+            elif instance_id not in woken and engine.owns(instance_id):
+                woken.append(instance_id)
+        for instance_id in woken:
+            self.runner.notify(instance_id)
+        if woken:
+            log.debug(
+                "worker %s woke %d instance(s) it owns for events appended to them",
+                engine.engine_id,
+                len(woken),
+                extra={**self._fields(), "instances": ",".join(str(i) for i in woken)},
+            )
+        for root in roots:
+            if self._stopping.is_set():
+                break
+            self._take_over(root)
+        return len(woken) + len(roots)
+
+    def _is_foreign_root(self, notification: Notification) -> bool:
+        """A new root whose creator is another engine that is not live (it holds nothing)."""
+        try:
+            started = self.engine.mapper.to_domain_event(notification)
+        except Exception as error:  # noqa: BLE001 - recovery parks what does not decode
+            log.warning(
+                "worker %s skipped a new instance whose creation does not decode: %s",
+                self.engine.engine_id,
+                error,
+                extra=self._fields(_uuid(notification.originator_id)),
+            )
+            return False
+        if not isinstance(started, Instance.Started) or started.parent is not None:
+            return False
+        owner = started.owner
+        return owner != self.engine.engine_id and not self.coordination.is_live(owner)
+
+    def _take_over(self, root: UUID) -> None:
+        engine = self.engine
+        try:
+            taken = engine.take_over(
+                root, reason=f"a new root, created by an engine that is not live; worker {engine.engine_id}"
+            )
+        except (EngineError, IntegrityError) as error:
+            # Another worker took it first (TreeHeld, a conflict), or it finished meanwhile: all normal.
+            log.debug(
+                "worker %s did not take over root %s: %s",
+                engine.engine_id,
+                root,
+                error,
+                extra=self._fields(root),
+            )
+            return
+        except Exception as error:  # noqa: BLE001 - the recovery manager sweeps it later
+            log.warning(
+                "worker %s could not take over root %s, left to the recovery manager: %s",
+                engine.engine_id,
+                root,
+                error,
+                extra=self._fields(root),
+            )
+            return
+        log.info(
+            "worker %s took over root %s (%d instance(s))",
+            engine.engine_id,
+            root,
+            len(taken.claimed),
+            extra=self._fields(root),
+        )
+
+
+def _uuid(value: object) -> UUID:
+    return value if isinstance(value, UUID) else UUID(str(value))
+
+
+def recovery_settings(settings: RecoverySettings, group: str) -> RecoverySettings:
+    """``settings`` for a worker of ``group``: the group's own name and, unless set, its own leader lock.
+
+    Settings left at the default group take the worker's; another group is a
+    configuration error. Each group gets its own advisory lock id (derived
+    from its name) unless one was chosen, so two groups on one database each
+    elect their own leader.
+    """
+    default = RecoverySettings()
+    if settings.group not in (group, default.group):
+        raise ConfigurationError(
+            f"the recovery settings name group {settings.group!r} but the worker serves group {group!r}; "
+            "give both the same group"
+        )
+    lock_id = settings.lock_id
+    if lock_id == DEFAULT_LOCK_ID and group != default.group:
+        digest = hashlib.blake2b(group.encode(), digest_size=8).digest()
+        lock_id = int.from_bytes(digest, "big") & (2**63 - 1)
+    return attrs.evolve(settings, group=group, lock_id=lock_id)
