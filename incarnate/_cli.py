@@ -19,310 +19,43 @@ exits 141, as a command killed by ``SIGPIPE`` does; anything else is a bug,
 reported in one line with status 70 (the traceback is printed only when
 ``INCARNATE_DEBUG`` is set).
 
-The operator commands (``list``, ``tree``, ``plan``, ``send``, ``recover``…)
-live in :mod:`incarnate._cli_ops`.
+The shared parts (the command value, errors, exit statuses, loaders) live
+in :mod:`incarnate._command`; the operator commands (``list``, ``tree``,
+``plan``, ``send``, ``recover``…) in :mod:`incarnate._cli_ops`, the worker
+in :mod:`incarnate._cli_worker`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
-import json
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
-import attrs
-
-from incarnate.errors import EngineError
-from statechart import Chart, JsonValue, to_dot, to_mermaid
+from incarnate._cli_ops import OPERATOR_COMMANDS
+from incarnate._cli_worker import WORKER_COMMANDS
+from incarnate._command import (
+    BROKEN_PIPE,
+    BUG,
+    DEBUG_VARIABLE,
+    INTERRUPTED,
+    OPERATION_FAILED,
+    USAGE_ERROR,
+    Command,
+    CommandError,
+    CommandFailed,
+    chart_problems,
+    hide,
+    load_chart,
+    load_object,
+    parse_json_option,
+    redact,
+)
+from incarnate._demo import DEFAULT_DB, run_demo
+from statechart import Chart, to_dot, to_mermaid
 from statechart.errors import ChartInvalid, IncarnateError
-
-if __name__ == "__main__":
-    # ``python -m incarnate._cli``: import the module under its own name and run that. Run as
-    # ``__main__``, its body would import the operator commands, which import ``incarnate._cli``
-    # again: a second copy whose errors this copy's main would not recognise.
-    from incarnate._cli import main as _cli_main
-
-    raise SystemExit(_cli_main())
-
-USAGE_ERROR = 2
-"""Exit status for a command that could not run as asked."""
-
-OPERATION_FAILED = 1
-"""Exit status for a command that ran as asked but whose operation failed."""
-
-BUG = 70
-"""Exit status for an unexpected error: a bug in incarnate (``EX_SOFTWARE`` of ``sysexits.h``)."""
-
-INTERRUPTED = 130
-"""Exit status after an interrupt (Ctrl-C), as a shell reports a command killed by ``SIGINT``."""
-
-BROKEN_PIPE = 141
-"""Exit status when standard output was closed early, as a shell reports a command killed by ``SIGPIPE``."""
-
-DEBUG_VARIABLE = "INCARNATE_DEBUG"
-"""Set this environment variable (to anything but empty or 0) to print the traceback of an error."""
-
-MAX_JSON_DEPTH = 100
-"""How deeply lists and objects may nest in a JSON option such as ``--data``."""
-
-MAX_INTEGER_DIGITS = 4300
-"""How many digits an integer in a JSON option may have (Python's default conversion limit)."""
-
-_IMPORT_PATH = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attribute>\w+(?:\.\w+)*)")
-
-
-_SECRETS: set[str] = set()
-
-
-def hide(secret: str) -> None:
-    """Never print ``secret`` (a store password): errors and worker logs show it as ``***``."""
-    if secret:
-        _SECRETS.add(secret)
-
-
-def redact(text: str) -> str:
-    """``text`` with every secret passed to :func:`hide` shown as ``***``."""
-    for secret in _SECRETS:
-        text = text.replace(secret, "***")
-    return text
-
-
-class CommandError(EngineError):
-    """A command could not run as asked; the message says why and, when known, what to do."""
-
-    status = USAGE_ERROR
-    """The exit status :func:`main` returns for this error."""
-
-
-class CommandFailed(CommandError):
-    """A command ran as asked, but the operation failed (exit status 1)."""
-
-    status = OPERATION_FAILED
-
-
-@attrs.frozen
-class Command:
-    """One subcommand of ``incarnate``."""
-
-    name: str
-    help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-# ------------------------------------------------------------ loading charts
-
-
-def _problems(error: ChartInvalid) -> str:
-    return "\n".join([f"{error.message}:", *(f"  - {problem}" for problem in error.exceptions)])
-
-
-def _import(module_name: str) -> object:
-    # Like ``python -m``, resolve chart modules from the current directory too,
-    # which an installed console script does not have on its path.
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name is not None and (module_name == err.name or module_name.startswith(err.name + ".")):
-            raise CommandError(
-                f"module {module_name!r} not found; check the spelling, and run from the directory "
-                "that holds the package or install it"
-            ) from err
-        raise CommandError(f"importing module {module_name!r} failed: {err}") from err
-    except ChartInvalid as err:
-        raise CommandError(f"importing module {module_name!r} failed: {_problems(err)}") from err
-
-
-_T = TypeVar("_T")
-
-
-def load_object(
-    path: str,
-    *,
-    metavar: str,
-    example: str,
-    expected: str,
-    accept: Callable[[object], _T | None],
-    listed: str = "charts",
-) -> _T:
-    """The value named by ``path``, ``package.module:attribute``, as ``accept`` takes it.
-
-    ``accept`` returns the value it takes, or None for a value of another
-    type (it may raise :class:`CommandError` for one that is nearly right).
-    A value it does not take but that is callable without arguments is
-    called, and its result offered to ``accept`` in turn. ``expected`` names
-    what is wanted (``"a Chart"``) and ``listed`` what to suggest when the
-    attribute is missing. Every failure raises :class:`CommandError` naming
-    the path and the fix.
-    """
-    match = _IMPORT_PATH.fullmatch(path)
-    if match is None:
-        raise CommandError(
-            f"{path!r} is not an import path; write {metavar} as 'package.module:attribute', e.g. {example!r}"
-        )
-    module_name, attribute = match["module"], match["attribute"]
-    module = _import(module_name)
-    found: object = module
-    for part in attribute.split("."):
-        if not hasattr(found, part):
-            names = sorted(name for name, value in vars(module).items() if _takes(accept, value))
-            hint = (
-                f"{listed} it defines: {', '.join(names)}"
-                if names
-                else f"it defines no {listed} at top level"
-            )
-            raise CommandError(f"module {module_name!r} has no attribute {attribute!r}; {hint}")
-        found = getattr(found, part)
-    taken = accept(found)
-    if taken is not None:
-        return taken
-    if not callable(found):
-        raise CommandError(
-            f"{path!r} is of type {type(found).__name__}, not {expected}; name {expected} or a "
-            "function that takes no arguments and returns one"
-        )
-    try:
-        inspect.signature(found).bind()
-    except TypeError as err:
-        raise CommandError(
-            f"{path!r} cannot be called without arguments ({err}); name {expected} or a function "
-            "that takes no arguments and returns one"
-        ) from err
-    except ValueError:
-        pass  # no signature to inspect (some builtins): calling it will tell
-    try:
-        made = found()
-    except ChartInvalid as err:
-        raise CommandError(f"calling {path!r} failed: {_problems(err)}") from err
-    taken = accept(made)
-    if taken is None:
-        raise CommandError(
-            f"calling {path!r} returned a value of type {type(made).__name__}, not {expected}; "
-            f"make it return {expected}"
-        )
-    return taken
-
-
-def _takes(accept: Callable[[object], object], value: object) -> bool:
-    try:
-        return accept(value) is not None
-    except CommandError:
-        return False
-
-
-def _chart(value: object) -> Chart[object] | None:
-    return value if isinstance(value, Chart) else None
-
-
-def load_chart(path: str) -> Chart[object]:
-    """The chart named by ``path``, an import path ``package.module:attribute``.
-
-    The attribute (which may be dotted) is a :class:`~statechart.Chart` or a
-    callable that takes no arguments and returns one. Every failure raises
-    :class:`CommandError` with a message naming the path and the fix.
-    """
-    return load_object(path, metavar="CHART", example="shop.charts:ORDER", expected="a Chart", accept=_chart)
-
-
-# -------------------------------------------------------------- JSON options
-
-
-class _Refused(ValueError):
-    """A value that parses as Python's JSON but is not accepted: the message says why and the fix."""
-
-
-def _constant(name: str) -> JsonValue:
-    raise _Refused(
-        f"{name} is not a JSON value (JSON has no NaN or Infinity); send null, a finite number or a string"
-    )
-
-
-def _integer(digits: str) -> JsonValue:
-    count = len(digits.lstrip("-"))
-    if count > MAX_INTEGER_DIGITS:
-        raise _Refused(
-            f"it holds an integer of {count} digits, and integers may have at most {MAX_INTEGER_DIGITS}; "
-            "send a longer number as a string"
-        )
-    try:
-        return int(digits)
-    except ValueError as err:  # the interpreter's own limit (PYTHONINTMAXSTRDIGITS) may be lower
-        raise _Refused(f"it holds an integer of {count} digits ({err}); send it as a string") from err
-
-
-def _number(text: str) -> JsonValue:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        shown = text if len(text) <= 20 else f"{text[:17]}..."
-        raise _Refused(
-            f"the number {shown} is out of range of a 64-bit float; send a smaller number, or a string"
-        )
-    return value
-
-
-def _nesting(text: str) -> int:
-    """How deeply lists and objects nest in ``text`` (brackets inside strings do not count)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
-def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
-
-
-def parse_json_option(option: str, text: str) -> JsonValue:
-    """The JSON value of a command-line option such as ``--data``.
-
-    JSON as the standard defines it (RFC 8259): no ``NaN`` or ``Infinity``,
-    finite numbers, integers of at most :data:`MAX_INTEGER_DIGITS` digits,
-    lists and objects nested at most :data:`MAX_JSON_DEPTH` levels. Anything
-    else raises :class:`CommandError` naming the option, what is wrong and
-    the fix.
-    """
-    depth = _nesting(text)
-    if depth > MAX_JSON_DEPTH:
-        raise CommandError(
-            f"{option} {_shown(text)} nests lists and objects {depth} levels deep, and at most "
-            f"{MAX_JSON_DEPTH} are accepted; flatten the data"
-        )
-    try:
-        value: JsonValue = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_number)
-    except _Refused as err:
-        raise CommandError(f"{option} {_shown(text)} is not accepted: {err}") from err
-    except json.JSONDecodeError as err:
-        raise CommandError(
-            f"{option} {_shown(text)} is not JSON ({err}); e.g. {option} '{{\"ok\": true}}', "
-            f"{option} '\"text\"' or {option} 3"
-        ) from err
-    except RecursionError as err:  # not expected below MAX_JSON_DEPTH; never a traceback
-        raise CommandError(f"{option} {_shown(text)} nests too deeply to parse; flatten the data") from err
-    return value
-
 
 # ------------------------------------------------------------------- diagram
 
@@ -368,8 +101,6 @@ def _diagram(args: argparse.Namespace) -> int:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    from incarnate._demo import DEFAULT_DB
-
     parser.add_argument(
         "--db",
         default=DEFAULT_DB,
@@ -380,25 +111,10 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from incarnate._demo import run_demo
-
     return run_demo(args.db)
 
 
 # ---------------------------------------------------------------------- main
-
-
-def _operator_commands() -> tuple[Command, ...]:
-    # The operator commands build on this module's errors and loaders.
-    from incarnate._cli_ops import OPERATOR_COMMANDS
-
-    return OPERATOR_COMMANDS
-
-
-def _worker_commands() -> tuple[Command, ...]:
-    from incarnate._cli_worker import WORKER_COMMANDS
-
-    return WORKER_COMMANDS
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -409,8 +125,8 @@ COMMANDS: tuple[Command, ...] = (
         _demo,
     ),
     Command("diagram", "draw a chart as a Mermaid or Graphviz DOT diagram", _diagram_arguments, _diagram),
-    *_operator_commands(),
-    *_worker_commands(),
+    *OPERATOR_COMMANDS,
+    *WORKER_COMMANDS,
 )
 """Every subcommand, in the order ``incarnate --help`` lists them."""
 
@@ -448,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(command, str(err))
         return err.status
     except ChartInvalid as err:
-        _error(command, _problems(err))
+        _error(command, chart_problems(err))
         return USAGE_ERROR
     except IncarnateError as err:
         _error(command, str(err) or type(err).__name__)
@@ -519,3 +235,27 @@ def _discard_output() -> None:
         os.dup2(devnull, fd)
     finally:
         os.close(devnull)
+
+
+__all__ = [
+    "BROKEN_PIPE",
+    "BUG",
+    "COMMANDS",
+    "DEBUG_VARIABLE",
+    "INTERRUPTED",
+    "OPERATION_FAILED",
+    "USAGE_ERROR",
+    "Command",
+    "CommandError",
+    "CommandFailed",
+    "hide",
+    "load_chart",
+    "load_object",
+    "main",
+    "parse_json_option",
+    "parser",
+    "redact",
+]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

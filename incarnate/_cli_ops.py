@@ -30,11 +30,11 @@ from eventsourcing.persistence import PersistenceError
 
 from aggregates import Activation, Instance, InstanceKind, InstanceStatus
 from aggregates.errors import CorruptRecord, DecodeError, InvalidCommand
-from incarnate._cli import (
+from incarnate._command import (
     Command,
     CommandError,
     CommandFailed,
-    _problems,
+    chart_problems,
     hide,
     load_object,
     parse_json_option,
@@ -201,7 +201,7 @@ def _opened(
     except ChartInvalid as err:
         fix = "; pass --tasks MODULE:ATTR with a function for every task they invoke" if run_tasks else ""
         raise CommandError(
-            f"the charts of {args.charts!r} cannot run together{fix}: {_problems(err)}"
+            f"the charts of {args.charts!r} cannot run together{fix}: {chart_problems(err)}"
         ) from err
     except (sqlite3.Error, PersistenceError) as err:
         raise CommandError(f"cannot open the store ({storage.describe()}): {err}") from err

@@ -18,8 +18,8 @@ import logging
 import sys
 import time
 
-from incarnate._cli import Command, CommandError, redact
 from incarnate._cli_ops import DB_HELP, command_storage, load_charts, load_tasks
+from incarnate._command import Command, CommandError, redact
 from incarnate._engine import Engine
 from incarnate._manager import RecoverySettings
 from incarnate._runners import ThreadedRunner
@@ -33,7 +33,7 @@ LEVELS = ("debug", "info", "warning", "error")
 class LineFormatter(logging.Formatter):
     """One line per record: time, level, logger, message, then its structured fields as ``key=value``.
 
-    A store password given to :func:`incarnate._cli.hide` is shown as ``***``.
+    A store password given to :func:`incarnate._command.hide` is shown as ``***``.
     """
 
     def format(self, record: logging.LogRecord) -> str:

@@ -32,7 +32,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import ChartVersion, Instance, InstanceStatus, Ref
-from incarnate._cli import CommandError
+from incarnate._command import CommandError
 from incarnate._engine import Engine
 from incarnate._runners import ThreadedRunner
 from incarnate._storage import Storage
@@ -339,7 +339,7 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
     """Run, kill and recover the order; print the call tree and the timeline before and after.
 
     An existing ``db`` is replaced only when it holds nothing but an earlier
-    demo's records; otherwise :class:`~incarnate._cli.CommandError` is raised
+    demo's records; otherwise :class:`~incarnate._command.CommandError` is raised
     and the file is left untouched.
     """
     path = Path(db)

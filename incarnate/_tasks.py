@@ -21,11 +21,12 @@ import attrs
 from eventsourcing.persistence import IntegrityError
 
 from aggregates import InstanceStatus, Ref
+from incarnate._process import Decision
+from incarnate._work import UnitOfWork
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
-    from incarnate._process import Decision
 
 log = logging.getLogger("incarnate.tasks")
 
@@ -63,9 +64,6 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
 
 def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     """Run a born task child and commit its outcome with the parent's notification."""
-    from incarnate._process import Decision
-    from incarnate._work import UnitOfWork
-
     instance = engine.instance(instance_id)
     record = instance.record
     facts = record.birth

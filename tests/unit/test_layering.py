@@ -80,3 +80,38 @@ def test_aggregates_and_projections_do_no_io() -> None:
         if module in forbidden
     ]
     assert wrong == []
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The modules of ours a module imports when it is loaded (not under TYPE_CHECKING, not in functions)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for inner in ast.walk(node) if isinstance(node, ast.If | ast.Try) else [node]:
+            if isinstance(inner, ast.ImportFrom) and inner.module and inner.module.split(".")[0] in OURS:
+                found.add(inner.module)
+            elif isinstance(inner, ast.Import):
+                found.update(a.name for a in inner.names if a.name.split(".")[0] in OURS)
+    return found
+
+
+def test_no_import_circle_between_modules() -> None:
+    """No module of ours imports, directly or through others, a module that imports it back."""
+    graph: dict[str, set[str]] = {}
+    for package in ALLOWED:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            graph[name] = {m for m in _module_imports(path) if m not in ALLOWED}  # packages re-export
+    circles: list[list[str]] = []
+
+    def visit(name: str, path: list[str]) -> None:
+        for target in sorted(graph.get(name, ())):
+            if target in path:
+                circles.append([*path[path.index(target) :], target])
+            elif len(path) < 50:
+                visit(target, [*path, target])
+
+    for name in sorted(graph):
+        visit(name, [name])
+    assert not circles, f"import circles: {circles[:5]}"
