@@ -790,6 +790,7 @@ def _recover(args: argparse.Namespace) -> int:
         started = time.monotonic()
         progress.show(f"acquiring the unfinished call trees of {where}", key="acquiring")
         acquired = engine.resume_all()
+        left_alone = engine.left_alone
         runner.start()
         idle = interrupted = False
         horizon: float | None = None  # timers due by then are waited for
@@ -832,6 +833,13 @@ def _recover(args: argparse.Namespace) -> int:
     _out(f"processed:  {processed} unit(s) of work")
     _out(f"in flight:  {len(in_flight)} instance(s){waiting}")
     _out(f"parked:     {parked} root(s){' (see `incarnate parked`)' if parked else ''}")
+    if left_alone:
+        shown = ", ".join(f"{held.root} (held by {held.holder})" for held in left_alone[:5])
+        more = f" and {len(left_alone) - 5} more" if len(left_alone) > 5 else ""
+        _out(
+            f"left alone: {len(left_alone)} call tree(s) held by live workers: {shown}{more}; "
+            "they run there (stop that worker, or let its heartbeat lapse, to recover them here)"
+        )
     if timers:
         due = timers[0][0]
         _out(

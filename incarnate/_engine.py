@@ -223,6 +223,8 @@ class Engine(Application[UUID]):
             self.store.check()
             raise StorageError(f"cannot open {self.storage.describe()}: {error}") from error
         self.acquired: set[UUID] = set()
+        self.left_alone: tuple[TreeHeld, ...] = ()
+        """The call trees the last :meth:`resume_all` left to their live owners."""
         # The ownership incarnation this engine holds per instance (see incarnate._ownership);
         # instances dropped after a fenced write are not taken back by queued work.
         self.held: dict[UUID, int] = {}
@@ -924,7 +926,8 @@ class Engine(Application[UUID]):
 
         Each in-flight root owned by no live engine is taken over with its
         retained children (:meth:`take_over`; a child is never revived on its
-        own). Trees held by live engines are left alone and logged. A
+        own). Trees held by live engines are left alone, logged, and listed
+        in :attr:`left_alone` (each a :class:`TreeHeld` naming the holder). A
         leftover child whose caller has ended is finished (its interrupted
         cancel cascade completes). A tree with a stored record that does not
         decode is parked with an incident naming it; the other trees recover
@@ -961,6 +964,7 @@ class Engine(Application[UUID]):
             )
         if held_elsewhere:
             log.info("%d call trees are held by live engines and were left alone", len(held_elsewhere))
+        self.left_alone = tuple(held_elsewhere)
         return len(self.acquired) - before
 
     @property

@@ -113,3 +113,23 @@ def test_recover_refuses_a_negative_wait(capsys: pytest.CaptureFixture[str], tmp
     status, out, err = recover(capsys, path, "--wait", "-1")
     assert (status, out) == (2, "")
     assert "--wait must be zero or a positive number of seconds, got -1" in err
+
+
+def test_recover_leaves_a_live_workers_tree_alone_and_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``recover`` next to a live worker takes nothing of its trees and names the root and the holder."""
+    path = tmp_path / "shop.db"
+    engine = Engine(CHARTS, TASKS, storage=Storage.sqlite(str(path)))
+    try:
+        root = engine.start("sleepy")
+        engine.run_until_idle()
+        engine.coordination.beat(engine.engine_id, "default", 600.0)  # live, as a worker is
+        before = len(engine.events_of(root))
+        status, out, _ = recover(capsys, path, "--wait", "0")
+        assert status == 0  # its timer is its owner's to fire, not this command's
+        assert f"left alone: 1 call tree(s) held by live workers: {root} (held by {engine.engine_id})" in out
+        assert len(engine.events_of(root)) == before  # no Claimed, no step: untouched
+        assert engine.owns(root)
+    finally:
+        engine.close()
