@@ -3,13 +3,13 @@
 ``decide`` reads the instance, computes exactly one macrostep with the pure
 interpreter (or one ending), and turns its effects into events on the
 instance, on its new children, on the instances it cancels or messages and
-on its parent — all pending in one :class:`UnitOfWork`, not yet saved.
+on its parent — all pending in one :class:`UnitOfWork`, not yet saved. It
+needs of the engine only what :class:`~incarnate._work.Workshop` names.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from aggregates import (
     AncestryFrame,
@@ -22,7 +22,7 @@ from aggregates import (
     Settlement,
 )
 from aggregates.errors import InputMismatch
-from incarnate._work import UnitOfWork
+from incarnate._work import UnitOfWork, Workshop
 from statechart import (
     ActionFailed,
     ArmTimer,
@@ -53,9 +53,6 @@ from statechart import (
 )
 from statechart.errors import CodecError, StepError
 
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
-
 PARENT_TYPE = "Instance"
 
 log = logging.getLogger("incarnate.engine.process")
@@ -72,7 +69,7 @@ class Decision:
         return f"<Decision {self.kind} {self.detail}>"
 
 
-def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool) -> Decision | None:
+def decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful: bool) -> Decision | None:
     """Put the next macrostep (or ending) of ``instance`` into ``uow``; None when idle.
 
     ``careful`` re-checks that children about to be born do not exist yet
@@ -83,10 +80,10 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
         return None
     if record.kind is InstanceKind.TASK:
         if record.cancel is not None:
-            uow.end_cancelled(instance, engine.clock.now())
+            uow.end_cancelled(instance, workshop.clock.now())
             return Decision("cancelled", record.cancel.reason)
         return None  # tasks are run by the runner, see incarnate._tasks
-    chart = engine.charts.get(record.name)
+    chart = workshop.charts.get(record.name)
     if chart is None:
         instance.record_incident(
             "unknown-chart",
@@ -94,9 +91,9 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
             park=True,
         )
         return Decision("parked", f"unknown chart {record.name!r}")
-    now = engine.clock.now()
+    now = workshop.clock.now()
     if record.cancel is not None:
-        return _cancel(engine, uow, instance, chart, now)
+        return _cancel(workshop, uow, instance, chart, now)
     try:
         if record.status is InstanceStatus.BORN:
             lineage = tuple(frame.group for frame in record.ancestry)
@@ -105,13 +102,13 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
                 trigger=None,
                 consumed=None,
                 timer=None,
-                snapshot=engine.encode(chart, snapshot),
+                snapshot=workshop.encode(chart, snapshot),
                 effects=effects,
                 now=now,
             )
-            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful)
+            _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=careful)
             return Decision("started")
-        current = engine.decode(chart, instance)
+        current = workshop.decode(chart, instance)
         due = next((t for t in current.timers if t.deadline <= now), None)
         message = record.inbox[0] if record.inbox else None
         if due is not None and (message is None or due.deadline <= message.sent_at):
@@ -120,11 +117,11 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
                 trigger=due.event,
                 consumed=None,
                 timer=due.id,
-                snapshot=engine.encode(chart, snapshot),
+                snapshot=workshop.encode(chart, snapshot),
                 effects=effects,
                 now=now,
             )
-            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=due.event)
+            _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=due.event)
             return Decision("timer", due.id)
         if message is None:
             return None
@@ -136,18 +133,20 @@ def decide(engine: Engine, uow: UnitOfWork, instance: Instance, *, careful: bool
             trigger=message.event,
             consumed=message.seq,
             timer=None,
-            snapshot=engine.encode(chart, snapshot),
+            snapshot=workshop.encode(chart, snapshot),
             effects=effects,
             now=now,
         )
-        _apply(engine, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=message.event)
+        _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=message.event)
         return Decision("stepped", message.event.name)
     except (StepError, CodecError) as error:
-        _fail_on_error(engine, uow, instance, error, now)
+        _fail_on_error(workshop, uow, instance, error, now)
         return Decision("failed", str(error))
 
 
-def _fail_on_error(engine: Engine, uow: UnitOfWork, instance: Instance, error: Exception, now: float) -> None:
+def _fail_on_error(
+    workshop: Workshop, uow: UnitOfWork, instance: Instance, error: Exception, now: float
+) -> None:
     """A macrostep that cannot be computed fails the instance, loudly, with an incident."""
     kind = "runaway-macrostep" if type(error).__name__ == "RunawayMacrostep" else "step-error"
     instance.record_incident(kind, str(error), park=False)
@@ -157,24 +156,24 @@ def _fail_on_error(engine: Engine, uow: UnitOfWork, instance: Instance, error: E
 
 
 def _cancel(
-    engine: Engine, uow: UnitOfWork, instance: Instance, chart: Chart[object], now: float
+    workshop: Workshop, uow: UnitOfWork, instance: Instance, chart: Chart[object], now: float
 ) -> Decision:
     record = instance.record
     request = record.cancel
     assert request is not None
     if record.status is not InstanceStatus.BORN:
-        current = engine.decode(chart, instance)
+        current = workshop.decode(chart, instance)
         if current.status is Status.RUNNING:
             snapshot, effects = stop(chart, current, now=now, reason=request.reason)
             instance.record_step(
                 trigger=Event("cancel", request.reason, EventKind.PLATFORM),
                 consumed=None,
                 timer=None,
-                snapshot=engine.encode(chart, snapshot),
+                snapshot=workshop.encode(chart, snapshot),
                 effects=effects,
                 now=now,
             )
-            _apply(engine, uow, instance, chart, snapshot, effects, now, careful=False)
+            _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=False)
     uow.end_cancelled(instance, now)
     return Decision("cancelled", request.reason)
 
@@ -213,7 +212,7 @@ def _facts(
     )
 
 
-def _create_child(engine: Engine, uow: UnitOfWork, facts: BirthFacts, *, careful: bool) -> None:
+def _create_child(workshop: Workshop, uow: UnitOfWork, facts: BirthFacts, *, careful: bool) -> None:
     """Create the child of ``facts`` in the commit; a matching existing child is a no-op."""
     if careful:
         existing = uow.load(facts.child_id)
@@ -228,13 +227,13 @@ def _create_child(engine: Engine, uow: UnitOfWork, facts: BirthFacts, *, careful
             return
     fingerprint = ""
     if facts.kind is InstanceKind.CHART:
-        child_chart = engine.charts.get(facts.name)
+        child_chart = workshop.charts.get(facts.name)
         fingerprint = child_chart.fingerprint if child_chart is not None else ""
-    uow.create(Instance.born(facts, fingerprint=fingerprint, owner=engine.engine_id))
+    uow.create(Instance.born(facts, fingerprint=fingerprint, owner=workshop.engine_id))
 
 
 def _apply(
-    engine: Engine,
+    workshop: Workshop,
     uow: UnitOfWork,
     instance: Instance,
     chart: Chart[object],
@@ -259,7 +258,7 @@ def _apply(
         if isinstance(effect, BirthChild):
             facts = _facts(instance, chart, effect, armed_step)
             instance.record_birth(facts)
-            _create_child(engine, uow, facts, careful=careful)
+            _create_child(workshop, uow, facts, careful=careful)
         elif isinstance(effect, RetryChild):
             instance.record_retry(
                 _ref(instance, effect.failed), effect.attempt, effect.deadline, effect.error
@@ -268,7 +267,7 @@ def _apply(
         elif isinstance(effect, ResumeChild):
             facts = _facts(instance, chart, effect, armed_step)
             instance.record_resume(facts)
-            _create_child(engine, uow, facts, careful=careful)
+            _create_child(workshop, uow, facts, careful=careful)
         elif isinstance(effect, CancelChild):
             ref = _ref(instance, effect.invoke_id)
             activation = instance.record.activation(ref.site, ref.key)

@@ -8,28 +8,79 @@ owner write and needs no fence). Everything it decides goes into one
 ``Application.save`` — one transaction — before anything is enacted; the
 unit of work then tells the runner which instances now have work and which
 deadlines to watch.
+
+Deciding and the unit of work need only a few things of the engine, named by
+:class:`Workshop`; anything that provides them (the Engine, or a small test
+double over a bare ``Application``) can drive the path decide → unit of
+work → commit → enact.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
 from aggregates import Instance
-from statechart import Event, JsonValue, Snapshot, error_invoke_event
+from incarnate._clock import Clock
+from statechart import Chart, Event, JsonValue, Snapshot, error_invoke_event
 
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
+
+class Workshop(Protocol):
+    """What deciding a macrostep and its unit of work use of the engine, and nothing more.
+
+    The :class:`~incarnate.Engine` is one; saving and enacting stay with the
+    caller, which commits ``UnitOfWork.pending()`` in one save and only then
+    enacts its ``followups`` and ``deadlines``.
+    """
+
+    @property
+    def engine_id(self) -> str:
+        """The id new children are owned by, and the owner a fenced write must name."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The time every decision reads (``now`` of a macrostep, ``sent_at`` of a message)."""
+        ...
+
+    @property
+    def charts(self) -> Mapping[str, Chart[Any]]:
+        """The registered charts by name; an instance of a chart not among them is parked."""
+        ...
+
+    def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
+        """``snapshot`` of ``chart`` as the data a ``Stepped`` event stores."""
+        ...
+
+    def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
+        """The current snapshot of ``instance`` (``CodecError`` when it has none or it does not decode)."""
+        ...
+
+    def load(self, aggregate_id: UUID, *, fresh: bool = True) -> Instance:
+        """A private copy of a stored instance (``AggregateNotFoundError`` when there is none).
+
+        ``fresh=False`` may answer from a copy this engine committed before;
+        a decision computed on a stale copy then fails its save on the
+        version conflict.
+        """
+        ...
+
+    def check_holds(self, instance: Instance) -> None:
+        """Raise :class:`~incarnate.errors.Fenced` unless ``instance`` is owned here, at the held incarnation.
+
+        Called when an owner write is added to a unit of work, and again just before it is saved.
+        """
+        ...
 
 
 class UnitOfWork:
     """Loaded and new aggregates of one commit, and what to enact after it."""
 
-    def __init__(self, engine: Engine, *, fresh: bool = True) -> None:
-        self.engine = engine
+    def __init__(self, workshop: Workshop, *, fresh: bool = True) -> None:
+        self.workshop = workshop
         self.fresh = fresh
         self.loaded: dict[UUID, Instance | None] = {}
         self.created: dict[UUID, Instance] = {}
@@ -44,20 +95,20 @@ class UnitOfWork:
             return self.created[instance_id]
         if instance_id not in self.loaded:
             try:
-                instance: Instance | None = self.engine.load(instance_id, fresh=self.fresh)
+                instance: Instance | None = self.workshop.load(instance_id, fresh=self.fresh)
             except AggregateNotFoundError:
                 instance = None
             self.loaded[instance_id] = instance
         return self.loaded[instance_id]
 
     def fence(self, instance: Instance) -> None:
-        """Mark a loaded instance as written by its owner: the engine must hold its incarnation.
+        """Mark a loaded instance as written by its owner: its incarnation must be held.
 
         Checked now (:class:`~incarnate.errors.Fenced` at once for a copy
         that names another owner) and again at the commit, whose version
         check makes the two one compare-and-swap.
         """
-        self.engine.check_holds(instance)
+        self.workshop.check_holds(instance)
         self.fenced.add(instance.id)
 
     def create(self, instance: Instance) -> None:
