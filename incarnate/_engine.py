@@ -437,9 +437,13 @@ class Engine(Application[UUID]):
                 "name its incarnation; choose another event name, or build the outcome with "
                 "done_invoke_event()/error_invoke_event()"
             )
-        fresh = False
+        # Only the holder's last copy is likely current: another engine (a web handler's, a CLI
+        # client's) reads fresh, or its save would fail the version check once per send.
+        fresh = instance_id not in self.held
         for _ in range(MAX_CONFLICT_RETRIES):
             instance = self.instance(instance_id, fresh=fresh)
+            if fresh:
+                self._forget_if_claimed(instance)
             if key is not None and key in instance.record.keys:
                 # Keys are only ever added: even this engine's older copy proves the repeat.
                 return None
@@ -665,6 +669,25 @@ class Engine(Application[UUID]):
         with self._cache_lock:
             self._latest.pop(instance_id, None)
             self._decoded.pop(instance_id, None)
+
+    def _forget_if_claimed(self, instance: Instance) -> None:
+        """Stop holding an instance the store shows claimed by another engine since (no work was lost).
+
+        An engine that created an instance and never served it (a client's)
+        learns here that a worker took it over; unlike :meth:`drop`, this is
+        the normal course of things, not a fenced write.
+        """
+        held = self.held.get(instance.id)
+        record = instance.record
+        if held is None or (record.owner == self.engine_id and record.incarnation == held):
+            return
+        log.debug("%s is now held by %s", instance.id, record.owner, extra={"engine_id": self.engine_id})
+        self._fenced.add(instance.id)
+        self.held.pop(instance.id, None)
+        self.acquired.discard(instance.id)
+        with self._cache_lock:
+            self._latest.pop(instance.id, None)
+            self._decoded.pop(instance.id, None)
 
     def orphan(self, instance_id: UUID, reason: str) -> bool:
         """End an instance whose parent is gone with status ``orphan``; False when it had finished already."""

@@ -213,6 +213,8 @@ class RecoveryManager:
         self.handler: Handler = handler if handler is not None else self._take_over
         self._sweep_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._burst: int | None = None
+        """Sweeps still allowed back to back while a backlog drains (None: no backlog yet)."""
         self._thread: threading.Thread | None = None
         self._leading: bool | None = None
         self._running_lock = threading.Lock()
@@ -281,8 +283,9 @@ class RecoveryManager:
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
+            report: SweepReport | None = None
             try:
-                self.sweep()
+                report = self.sweep()
             except Exception:
                 log.warning(
                     "recovery sweep of engine %s failed; retrying in %g s",
@@ -290,7 +293,33 @@ class RecoveryManager:
                     self.settings.scan_interval,
                     exc_info=True,
                 )
+            if report is not None and self._more_at_once(report):
+                continue  # a full batch that all went well: the backlog goes on, without waiting
+            self._burst = None
             self._stopping.wait(self.settings.scan_interval)
+
+    def _more_at_once(self, report: SweepReport) -> bool:
+        """Whether to sweep again at once: a full batch was leased and every root of it succeeded.
+
+        A backlog is then recovered as fast as the workers go, not at one
+        batch per scan interval. The sweeps in a row are bounded by the
+        backlog the first of them saw (its candidates over the batch size),
+        and any failure (a transient one included) waits for the interval,
+        so nothing is retried in a tight loop.
+        """
+        full = (
+            report.claimed >= self.settings.batch_size
+            and report.dispatched == report.claimed
+            and report.succeeded == report.claimed
+        )
+        if not full:
+            return False
+        if self._burst is None:
+            self._burst = -(-report.candidates // self.settings.batch_size) - 1
+        if self._burst <= 0:
+            return False
+        self._burst -= 1
+        return True
 
     def _resign(self) -> None:
         if self._leading:

@@ -153,3 +153,16 @@ def test_claims_survive_snapshots_and_change_no_checkpoint(fleet: Fleet) -> None
             before[instance_id].status,
         )
         assert after.version == before[instance_id].version + 1
+
+
+def test_a_client_that_created_an_instance_learns_on_send_that_a_worker_took_it(fleet: Fleet) -> None:
+    """A send from the engine that created a since-claimed instance reads it fresh and stops holding it."""
+    client = fleet("client")
+    parent, _ = started_pair(client)
+    worker = live(fleet("worker"))
+    worker.take_over(parent)
+    assert client.send(parent, "nudge") is not None
+    assert parent not in client.held and not client.owns(parent)
+    assert worker.owns(parent)
+    seq = client.send(parent, "nudge again")
+    assert seq is not None and parent not in client.held

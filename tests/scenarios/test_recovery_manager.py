@@ -418,3 +418,15 @@ def test_a_started_manager_recovers_in_the_background(engines: Callable[[str], E
         assert until(lambda: sorted(set(seen)) == sorted(roots))
     finally:
         assert manager.stop(10.0)
+
+
+def test_a_backlog_is_swept_batch_after_batch_without_waiting(engines: Callable[[str], Engine]) -> None:
+    """After a full batch that all succeeded the manager sweeps again at once, not a scan interval later."""
+    roots = dead_roots(engines, 6)
+    engine = engines("replica-1")
+    manager = RecoveryManager(engine, settings(batch_size=2, scan_interval=60.0, lease_duration=60.0))
+    manager.start()
+    try:
+        assert until(lambda: all(engine.owns(root) for root in roots), timeout=20.0)
+    finally:
+        assert manager.stop(10.0)
