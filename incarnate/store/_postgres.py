@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -38,6 +39,7 @@ from eventsourcing.persistence import ApplicationRecorder, InterfaceError, Opera
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import sql
+from psycopg.rows import DictRow
 
 from incarnate.errors import StorageError, StoreUnreachable
 from incarnate.store._port import Change, Heartbeat, Lease
@@ -71,6 +73,16 @@ KEEPALIVES_IDLE = 30
 class NonPipelinedRecorder(PostgresApplicationRecorder):
     """The library's application recorder, inserting without pipeline mode (see the module's docstring)."""
 
+    def _create_table(self, curs: psycopg.Cursor[DictRow]) -> None:
+        """Create the tables holding the schema's creation lock.
+
+        Processes opening one store at the same moment (a fleet starting)
+        otherwise collide in the catalogue — "tuple concurrently updated" —
+        even when every table exists, since the library replaces its function.
+        """
+        curs.execute("SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.datastore.schema),))
+        super()._create_table(curs)
+
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """Lock the table, notify, insert and read the notification ids, in one transaction."""
@@ -83,6 +95,12 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
                 return None
             self._insert_stored_events(curs, stored_events, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+
+
+def creation_lock(schema: str) -> int:
+    """The transaction advisory lock that serialises creating a schema's tables."""
+    digest = hashlib.sha256(f"incarnate-tables:{schema}".encode()).digest()[:8]
+    return int.from_bytes(digest, "big", signed=True)
 
 
 class Factory(PostgresFactory):
@@ -258,13 +276,10 @@ class PostgresStore:
         Concurrent ``CREATE ... IF NOT EXISTS`` in several processes can still
         collide in the catalogue; the transaction advisory lock serialises them.
         """
-        key = int.from_bytes(
-            hashlib.sha256(f"incarnate-tables:{self.storage.postgres_schema}".encode()).digest()[:8],
-            "big",
-            signed=True,
-        )
         with connection.transaction():
-            connection.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            connection.execute(
+                "SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.storage.postgres_schema),)
+            )
             for statement in statements:
                 connection.execute(statement)
 
@@ -646,11 +661,42 @@ class PostgresCoordination:
                 except psycopg.OperationalError:
                     self._held.clear()  # the connection died, and every lock with it
                     self._leader.close()
-            found = self._leader.get().execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
-            if found is not None and found[0]:
-                self._held.add(lock_id)
-                return True
+            connection = self._leader.get()
+            for _ in range(2):
+                found = connection.execute("SELECT pg_try_advisory_lock(%s)", (lock_id,)).fetchone()
+                if found is not None and found[0]:
+                    # Name the session after its leader, so a candidate can tell whether it still lives.
+                    connection.execute("SELECT set_config('application_name', %s, false)", (holder[:63],))
+                    self._held.add(lock_id)
+                    return True
+                if not self._end_lapsed_leader(connection, lock_id):
+                    return False
             return False
+
+    def _end_lapsed_leader(self, connection: psycopg.Connection[Any], lock_id: int) -> bool:
+        """End the session holding ``lock_id`` when its leader's heartbeat has lapsed; True when one was.
+
+        A leader frozen (SIGSTOP, a paused VM) past its lease keeps its session,
+        so its advisory lock, for as long as it stays frozen: without this, no
+        other engine of its group would sweep again, not even the frozen one's
+        own trees. An engine that never beats (no heartbeat row) is left alone.
+        """
+        found = connection.execute(
+            sql.SQL(
+                "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "JOIN {} h ON h.engine_id = a.application_name "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid "
+                "AND h.expires_at < " + _NOW
+            ).format(self._heartbeats),
+            (lock_id >> 32, lock_id & 0xFFFFFFFF),
+        ).fetchall()
+        if not any(row[0] for row in found):
+            return False
+        time.sleep(0.05)  # the ended session lets go of its locks as it exits
+        return True
 
     def resign(self, lock_id: int, holder: str) -> None:
         """Release ``lock_id`` when held."""
