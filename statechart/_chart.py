@@ -108,6 +108,11 @@ class Chart(Generic[C]):
 
     ``Chart(name, *states, context=Ctx)`` checks the whole definition and
     raises :class:`~statechart.errors.ChartInvalid` listing every problem.
+    For a type checker it binds ``C`` to ``Ctx``: every state's guards,
+    actions, done data and child mappers must accept a ``Ctx`` (states are
+    ``StateNode[Ctx]``), and assigners must return a ``Ctx`` or ``None``.
+    Annotating the chart (``chart: Chart[Ctx] = Chart(...)``) also types
+    the context of unannotated lambdas written inside it.
     The compiled tables below are what the interpreter walks; states are
     numbered in document order, the implicit root being 0.
 
@@ -120,7 +125,7 @@ class Chart(Generic[C]):
     def __init__(
         self: Chart[NoContext],
         name: str,
-        *states: StateNode,
+        *states: StateNode[NoContext],
         initial: str | Sequence[str] | None = None,
         context_from_input: Callable[[JsonValue], NoContext] | None = None,
         max_microsteps: int = 1000,
@@ -132,7 +137,7 @@ class Chart(Generic[C]):
     def __init__(
         self,
         name: str,
-        *states: StateNode,
+        *states: StateNode[C],
         context: type[C],
         initial: str | Sequence[str] | None = None,
         context_from_input: Callable[[JsonValue], C] | None = None,
@@ -144,7 +149,7 @@ class Chart(Generic[C]):
     def __init__(
         self,
         name: str,
-        *states: StateNode,
+        *states: StateNode[Any],
         context: type[C] | type[NoContext] = NoContext,
         initial: str | Sequence[str] | None = None,
         context_from_input: Callable[[JsonValue], Any] | None = None,

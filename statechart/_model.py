@@ -4,37 +4,50 @@ Everything here is a frozen value built by small functions (``state``,
 ``transition``, ``assign``, ``invoke``…). Nothing executes at definition
 time; :class:`~statechart.Chart` compiles and validates the tree.
 
-Callables supplied by authors (guards, assigners, data and input mappers)
-take the chart's context first. That position is typed ``Any``: a type
-checker cannot tie a callable to the chart it will be given to, and a lambda
-such as ``lambda order, event: attrs.evolve(order, paid=True)`` must type-check
-without annotations. The chart checks the context class at run time instead
-(an assigner returning another type raises ``error.execution``).
+Callables supplied by authors (guards, assigners, done data, input, output
+and membership mappers) take the chart's context first. The values built
+here are generic in that context type ``C`` (``StateNode[C]``,
+``Transition[C]``, ``Assign[C]``, ``Site[C]``) and
+``Chart(name, *states, context=Ctx)`` binds ``C`` to ``Ctx``, so a type
+checker rejects a callable written for another context class, or an
+assigner returning something other than the context (or ``None``). ``C`` is
+contravariant: a guard taking ``object`` fits every chart. A callable whose
+context type cannot be inferred (an unannotated lambda, unless the chart is
+annotated ``Chart[Ctx]``) is typed ``Any`` and accepted. The chart also
+checks the context class at run time (an assigner returning another type
+raises ``error.execution``).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, overload
 
 import attrs
+from typing_extensions import TypeVar
 
 from statechart._event import Event, JsonValue
 
-Guard: TypeAlias = "Callable[[Any, Event], bool] | InState"
+C = TypeVar("C", contravariant=True, default=Any)  # noqa: PLC0105 - one name for the context type throughout
+"""The context type a value is written for (``Any`` when nothing says)."""
+
+T = TypeVar("T", default=Any)
+"""The context type an authoring function infers from its callables."""
+
+Guard: TypeAlias = "Callable[[C, Event], bool] | InState"
 """A condition on (context, event); ``in_state(...)`` tests the configuration."""
 
-Assigner: TypeAlias = Callable[[Any, Event], object]
+Assigner: TypeAlias = "Callable[[C, Event], C | None]"
 """Returns the new context (a frozen attrs value), or ``None`` to keep it."""
 
-DataExpr: TypeAlias = "JsonValue | Callable[[Any, Event], JsonValue]"
+DataExpr: TypeAlias = "JsonValue | Callable[[C, Event], JsonValue]"
 """Event data: a constant JSON value or a function of (context, event)."""
 
-InputExpr: TypeAlias = "JsonValue | Callable[[Any], JsonValue]"
+InputExpr: TypeAlias = "JsonValue | Callable[[C], JsonValue]"
 """A child's input: a constant JSON value or a function of the context."""
 
-MembersExpr: TypeAlias = Callable[[Any], Mapping[str, JsonValue]]
+MembersExpr: TypeAlias = "Callable[[C], Mapping[str, JsonValue]]"
 """Fan-out membership: member key -> that member's input, from the context."""
 
 DelayExpr: TypeAlias = "float | Callable[[Any, Event], float]"
@@ -67,10 +80,10 @@ class InState:
 
 
 @attrs.frozen
-class Assign:
+class Assign(Generic[C]):
     """Replace the context with what ``fn(context, event)`` returns."""
 
-    fn: Assigner
+    fn: Assigner[C]
     name: str
 
 
@@ -79,7 +92,7 @@ class Raise:
     """Put an event on the internal queue (SCXML ``<raise>``)."""
 
     event: str
-    data: DataExpr = None
+    data: DataExpr[Any] = None
 
 
 @attrs.frozen
@@ -91,7 +104,7 @@ class Send:
     """
 
     event: str
-    data: DataExpr = None
+    data: DataExpr[Any] = None
     delay: DelayExpr = 0.0
     id: str | None = None
 
@@ -108,7 +121,7 @@ class SendParent:
     """Send an event to the parent instance that invoked this one."""
 
     event: str
-    data: DataExpr = None
+    data: DataExpr[Any] = None
 
 
 @attrs.frozen
@@ -117,7 +130,7 @@ class SendChild:
 
     site: str
     event: str
-    data: DataExpr = None
+    data: DataExpr[Any] = None
     key: str | None = None
 
 
@@ -126,24 +139,35 @@ class Log:
     """Emit a log record (``label`` and data) as an effect."""
 
     label: str
-    data: DataExpr = None
+    data: DataExpr[Any] = None
 
 
-Action: TypeAlias = Assign | Raise | Send | Cancel | SendParent | SendChild | Log
-ActionLike: TypeAlias = "Action | Assigner"
+Action: TypeAlias = "Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log"
+"""An action of a chart whose context is ``C``."""
+
+ActionLike: TypeAlias = "Action[C] | Assigner[C]"
+"""An action, or a bare assigner ``(context, event) -> context | None``."""
 
 
-def assign(fn: Assigner, *, name: str | None = None) -> Assign:
-    """An action that replaces the context with ``fn(context, event)``."""
+@overload
+def assign(fn: Callable[[T, Event], T], *, name: str | None = None) -> Assign[T]: ...
+
+
+@overload
+def assign(fn: Callable[[T, Event], None], *, name: str | None = None) -> Assign[T]: ...
+
+
+def assign(fn: Assigner[T], *, name: str | None = None) -> Assign[T]:
+    """An action that replaces the context with ``fn(context, event)`` (``None`` keeps it)."""
     return Assign(fn, name or _callable_name(fn))
 
 
-def raise_event(event: str, data: DataExpr = None) -> Raise:
+def raise_event(event: str, data: DataExpr[Any] = None) -> Raise:
     """An action that raises an internal event."""
     return Raise(event, data)
 
 
-def send(event: str, data: DataExpr = None, *, delay: DelayExpr = 0.0, id: str | None = None) -> Send:
+def send(event: str, data: DataExpr[Any] = None, *, delay: DelayExpr = 0.0, id: str | None = None) -> Send:
     """An action that sends an event to this instance, optionally delayed."""
     return Send(event, data, delay, id)
 
@@ -153,17 +177,17 @@ def cancel(send_id: str) -> Cancel:
     return Cancel(send_id)
 
 
-def send_parent(event: str, data: DataExpr = None) -> SendParent:
+def send_parent(event: str, data: DataExpr[Any] = None) -> SendParent:
     """An action that sends an event to the invoking parent."""
     return SendParent(event, data)
 
 
-def send_child(site: str, event: str, data: DataExpr = None, *, key: str | None = None) -> SendChild:
+def send_child(site: str, event: str, data: DataExpr[Any] = None, *, key: str | None = None) -> SendChild:
     """An action that sends an event to the child (or members) of a site."""
     return SendChild(site, event, data, key)
 
 
-def log(label: str, data: DataExpr = None) -> Log:
+def log(label: str, data: DataExpr[Any] = None) -> Log:
     """An action that records a log effect."""
     return Log(label, data)
 
@@ -173,13 +197,13 @@ def in_state(state: str) -> InState:
     return InState(state)
 
 
-def _actions(items: Sequence[ActionLike]) -> tuple[Action, ...]:
-    out: list[Action] = []
+def _actions(items: Sequence[ActionLike[T]]) -> tuple[Action[T], ...]:
+    out: list[Action[T]] = []
     for item in items:
         if isinstance(item, Assign | Raise | Send | Cancel | SendParent | SendChild | Log):
             out.append(item)
         elif callable(item):
-            out.append(assign(item))
+            out.append(Assign(item, _callable_name(item)))
         else:
             raise TypeError(
                 f"an action must be an action value (assign, raise_event, send, …) or a "
@@ -192,13 +216,13 @@ def _actions(items: Sequence[ActionLike]) -> tuple[Action, ...]:
 
 
 @attrs.frozen
-class Transition:
+class Transition(Generic[C]):
     """A transition (SCXML 3.5). No events means eventless; ``delay`` means ``after``."""
 
     events: tuple[str, ...]
     targets: tuple[str, ...]
-    guard: Guard | None = None
-    actions: tuple[Action, ...] = ()
+    guard: Guard[C] | None = None
+    actions: tuple[Action[C], ...] = ()
     internal: bool = False
     delay: float | None = None
     id: str | None = None
@@ -222,11 +246,11 @@ def transition(
     event: str | Sequence[str],
     target: str | Sequence[str] | None = None,
     *,
-    guard: Guard | None = None,
-    actions: Sequence[ActionLike] = (),
+    guard: Guard[T] | None = None,
+    actions: Sequence[ActionLike[T]] = (),
     internal: bool = False,
     id: str | None = None,
-) -> Transition:
+) -> Transition[T]:
     """A transition on ``event`` (space-separated SCXML descriptors, ``*`` matches all).
 
     Without ``target`` the transition is targetless: it runs its actions and
@@ -244,11 +268,11 @@ def transition(
 def always(
     target: str | Sequence[str] | None = None,
     *,
-    guard: Guard | None = None,
-    actions: Sequence[ActionLike] = (),
+    guard: Guard[T] | None = None,
+    actions: Sequence[ActionLike[T]] = (),
     internal: bool = False,
     id: str | None = None,
-) -> Transition:
+) -> Transition[T]:
     """An eventless transition, taken as soon as its guard holds."""
     return Transition((), _targets(target), guard, _actions(actions), internal, None, id)
 
@@ -257,10 +281,10 @@ def after(
     seconds: float,
     target: str | Sequence[str] | None = None,
     *,
-    guard: Guard | None = None,
-    actions: Sequence[ActionLike] = (),
+    guard: Guard[T] | None = None,
+    actions: Sequence[ActionLike[T]] = (),
     id: str | None = None,
-) -> Transition:
+) -> Transition[T]:
     """A delayed transition: taken ``seconds`` after its state was entered.
 
     Entering the state arms a timer; leaving it cancels the timer.
@@ -295,7 +319,7 @@ class RetryPolicy:
 
 
 @attrs.frozen
-class Site:
+class Site(Generic[C]):
     """A place on a state that spawns children (SCXML ``<invoke>``).
 
     Exactly one of ``chart`` (a registered chart name) and ``task`` (a
@@ -307,9 +331,9 @@ class Site:
     id: str
     chart: str | None
     task: str | None
-    input: InputExpr = None
-    members: MembersExpr | None = None
-    output: Assigner | None = None
+    input: InputExpr[C] = None
+    members: MembersExpr[C] | None = None
+    output: Assigner[C] | None = None
     retry: RetryPolicy = RetryPolicy()
     group: str | None = None
     max_depth: int | None = None
@@ -320,13 +344,13 @@ def invoke(
     *,
     chart: str | None = None,
     task: str | None = None,
-    input: InputExpr = None,
-    map: MembersExpr | None = None,
-    output: Assigner | None = None,
+    input: InputExpr[T] = None,
+    map: MembersExpr[T] | None = None,
+    output: Assigner[T] | None = None,
     retry: RetryPolicy | None = None,
     group: str | None = None,
     max_depth: int | None = None,
-) -> Site:
+) -> Site[T]:
     """A child site on a state.
 
     While the state is active the site keeps its children alive: one child,
@@ -342,30 +366,30 @@ def invoke(
 
 
 @attrs.frozen
-class StateNode:
-    """One node of the state tree, as authored."""
+class StateNode(Generic[C]):
+    """One node of the state tree, as authored, for a chart whose context is ``C``."""
 
     id: str
     kind: StateKind
-    children: tuple[StateNode, ...] = ()
+    children: tuple[StateNode[C], ...] = ()
     initial: tuple[str, ...] = ()
-    transitions: tuple[Transition, ...] = ()
-    entry: tuple[Action, ...] = ()
-    exit: tuple[Action, ...] = ()
-    sites: tuple[Site, ...] = ()
-    done_data: DataExpr = None
+    transitions: tuple[Transition[C], ...] = ()
+    entry: tuple[Action[C], ...] = ()
+    exit: tuple[Action[C], ...] = ()
+    sites: tuple[Site[C], ...] = ()
+    done_data: DataExpr[C] = None
     deep: bool = False
 
 
 def state(
     id: str,
-    *children: StateNode,
+    *children: StateNode[T],
     initial: str | Sequence[str] | None = None,
-    on: Sequence[Transition] = (),
-    entry: Sequence[ActionLike] = (),
-    exit: Sequence[ActionLike] = (),
-    invoke: Sequence[Site] = (),
-) -> StateNode:
+    on: Sequence[Transition[T]] = (),
+    entry: Sequence[ActionLike[T]] = (),
+    exit: Sequence[ActionLike[T]] = (),
+    invoke: Sequence[Site[T]] = (),
+) -> StateNode[T]:
     """An atomic state, or a compound one when it has children.
 
     A compound state enters ``initial`` by default, else its first child in
@@ -386,12 +410,12 @@ def state(
 
 def parallel(
     id: str,
-    *children: StateNode,
-    on: Sequence[Transition] = (),
-    entry: Sequence[ActionLike] = (),
-    exit: Sequence[ActionLike] = (),
-    invoke: Sequence[Site] = (),
-) -> StateNode:
+    *children: StateNode[T],
+    on: Sequence[Transition[T]] = (),
+    entry: Sequence[ActionLike[T]] = (),
+    exit: Sequence[ActionLike[T]] = (),
+    invoke: Sequence[Site[T]] = (),
+) -> StateNode[T]:
     """A parallel state: every child region is active at once (SCXML 3.4)."""
     return StateNode(
         id,
@@ -408,10 +432,10 @@ def parallel(
 def final(
     id: str,
     *,
-    done_data: DataExpr = None,
-    entry: Sequence[ActionLike] = (),
-    exit: Sequence[ActionLike] = (),
-) -> StateNode:
+    done_data: DataExpr[T] = None,
+    entry: Sequence[ActionLike[T]] = (),
+    exit: Sequence[ActionLike[T]] = (),
+) -> StateNode[T]:
     """A final state (SCXML 3.7); ``done_data`` becomes the done event's data."""
     return StateNode(
         id,
@@ -427,8 +451,8 @@ def history(
     default: str | Sequence[str] | None = None,
     *,
     deep: bool = False,
-    actions: Sequence[ActionLike] = (),
-) -> StateNode:
+    actions: Sequence[ActionLike[T]] = (),
+) -> StateNode[T]:
     """A history pseudo-state (SCXML 3.10); ``default`` is used before any exit."""
-    default_transition = Transition((), _targets(default), None, _actions(actions))
+    default_transition: Transition[T] = Transition((), _targets(default), None, _actions(actions))
     return StateNode(id, StateKind.HISTORY, transitions=(default_transition,), deep=deep)

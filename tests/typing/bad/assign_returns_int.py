@@ -1,0 +1,35 @@
+"""An assigner returning an int instead of the context."""
+
+from __future__ import annotations
+
+import attrs
+
+from statechart import Chart, Event, assign, state, transition
+
+
+@attrs.frozen
+class Approval:
+    """The chart's context."""
+
+    title: str = ""
+    reminders: int = 0
+
+
+@attrs.frozen
+class Invoice:
+    """Another context class."""
+
+    total: float = 0.0
+
+
+def count(approval: Approval, event: Event) -> int:
+    """Returns a number, not a new context."""
+    return approval.reminders + 1
+
+
+APPROVAL: Chart[Approval] = Chart(
+    "approval",
+    # E: Argument 1 to "assign" has incompatible type "Callable[[Approval, Event], int]"
+    state("open", on=[transition("nudge", actions=[assign(count)])]),
+    context=Approval,
+)
