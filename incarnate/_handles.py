@@ -1,0 +1,320 @@
+"""Result handles: wait for what an instance, or one message sent to it, came to.
+
+:meth:`Engine.start` returns an :class:`InstanceHandle`: a :class:`uuid.UUID`
+(equal to, hashing and printing as the instance id, accepted wherever an id
+is) that also knows its engine, so ``handle.result(timeout=...)`` waits for
+the instance's output. :meth:`Engine.handle` builds one for any stored
+instance, also one a worker in another process runs: waiting only reads the
+store, so whichever engine runs the instance, the handle sees it finish.
+
+:meth:`Engine.send_receipt` returns a :class:`SendReceipt` for one accepted
+message; ``receipt.wait()`` returns the :class:`StepOutcome` of the macrostep
+that consumed it. The aggregate records that fact: the ``Stepped`` event
+names the inbox message it ``consumed`` (``EvidenceRejected`` names one
+refused instead), so the outcome is read back from the stored events.
+
+Handles are never stored: ids are normalised to plain UUIDs where they
+enter the engine, and a pickled or copied handle is a plain UUID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from uuid import UUID
+
+import attrs
+
+from aggregates import Instance, InstanceStatus
+from incarnate.errors import EngineError
+from statechart import JsonValue, SnapshotCodec
+
+if TYPE_CHECKING:
+    from incarnate._engine import Engine
+
+T = TypeVar("T")
+
+FIRST_POLL = 0.01
+"""Seconds before the first re-read of a waiting handle; doubled up to :data:`MAX_POLL`."""
+MAX_POLL = 0.2
+"""The longest pause between two reads of the store while waiting."""
+
+
+def plain(instance_id: UUID) -> UUID:
+    """``instance_id`` as a plain :class:`uuid.UUID` (a handle is never stored, queued or cached)."""
+    if type(instance_id) is UUID:
+        return instance_id
+    if not isinstance(instance_id, UUID):
+        raise EngineError(
+            f"an instance id must be a uuid.UUID (or a handle), got {type(instance_id).__name__} "
+            f"{instance_id!r}; pass the value start() returned, or uuid.UUID(text)"
+        )
+    return UUID(int=instance_id.int)
+
+
+class InstanceFailed(EngineError):
+    """The instance a handle waited for failed; ``error`` is its recorded failure."""
+
+    def __init__(self, instance_id: UUID, error: JsonValue) -> None:
+        self.instance_id = instance_id
+        self.error = error
+        super().__init__(
+            f"instance {instance_id} failed: {error!r}; its events show why: incarnate timeline {instance_id}"
+        )
+
+
+class InstanceCancelled(EngineError):
+    """The instance a handle waited for was cancelled (or orphaned); ``reason`` says why."""
+
+    def __init__(self, instance_id: UUID, reason: str, status: str = "cancelled") -> None:
+        self.instance_id = instance_id
+        self.reason = reason
+        self.status = status
+        super().__init__(f"instance {instance_id} was {status} ({reason}) and has no result")
+
+
+def _outcome(instance: Instance) -> JsonValue:
+    """The output of a finished instance, or the error that says why it has none."""
+    record = instance.record
+    status = record.status
+    if status is InstanceStatus.DONE:
+        return record.output
+    if status is InstanceStatus.FAILED:
+        raise InstanceFailed(plain(instance.id), record.error)
+    error = record.error
+    reason = str(error.get("cancelled")) if isinstance(error, dict) and "cancelled" in error else str(error)
+    if status is InstanceStatus.ORPHAN:
+        raise InstanceCancelled(plain(instance.id), reason, "orphaned")
+    raise InstanceCancelled(plain(instance.id), reason)
+
+
+def _timed_out(what: str, timeout: float | None, state: str) -> TimeoutError:
+    return TimeoutError(
+        f"{what} is still {state} after {timeout}s; wait longer (timeout=None waits forever), or check "
+        "that an engine runs it (a worker, or run_until_idle() on a deterministic engine)"
+    )
+
+
+def poll(read: Callable[[], T | None], timeout: float | None, expired: Callable[[], TimeoutError]) -> T:
+    """Call ``read`` until it returns a value (:class:`TimeoutError` past ``timeout``)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = FIRST_POLL
+    while True:
+        found = read()
+        if found is not None:
+            return found
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise expired()
+            time.sleep(min(pause, left))
+        else:
+            time.sleep(pause)
+        pause = min(pause * 2, MAX_POLL)
+
+
+Reader: TypeAlias = Callable[[Callable[[], Any]], Awaitable[Any]]
+"""Runs a blocking read off the event loop and awaits it (``asyncio.to_thread``, ``AsyncEngine.call``)."""
+
+
+async def poll_async(
+    read: Callable[[], T | None],
+    timeout: float | None,
+    expired: Callable[[], TimeoutError],
+    run: Reader,
+) -> T:
+    """:func:`poll` without blocking the loop: reads run through ``run`` (a thread), pauses are sleeps."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    pause = FIRST_POLL
+    while True:
+        found: T | None = await run(read)
+        if found is not None:
+            return found
+        if deadline is not None:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise expired()
+            await asyncio.sleep(min(pause, left))
+        else:
+            await asyncio.sleep(pause)
+        pause = min(pause * 2, MAX_POLL)
+
+
+async def _in_thread(read: Callable[[], T | None]) -> T | None:
+    return await asyncio.to_thread(read)
+
+
+class InstanceHandle(UUID):
+    """An instance id that can wait for the instance's result.
+
+    It is a :class:`uuid.UUID` equal to the id (same hash and ``str``), so
+    code that keeps, compares or passes the id on keeps working.
+    """
+
+    __slots__ = ("_chart", "_engine")
+
+    _engine: Engine
+    _chart: str
+
+    def __init__(self, engine: Engine, instance_id: UUID, chart: str) -> None:
+        super().__init__(int=instance_id.int)
+        object.__setattr__(self, "_engine", engine)
+        object.__setattr__(self, "_chart", chart)
+
+    def __repr__(self) -> str:
+        return f"InstanceHandle('{self}', chart={self._chart!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A pickled or copied handle is the plain id (a handle is never stored)."""
+        return (UUID, (str(self),))
+
+    @property
+    def id(self) -> UUID:
+        """The instance id as a plain :class:`uuid.UUID`."""
+        return UUID(int=self.int)
+
+    @property
+    def chart(self) -> str:
+        """The name of the instance's chart (or task)."""
+        return self._chart
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this handle reads through."""
+        return self._engine
+
+    def status(self) -> InstanceStatus:
+        """The instance's status, as stored now."""
+        return self._engine.instance(self.id).record.status
+
+    def _finished(self) -> Instance | None:
+        instance = self._engine.instance(self.id)
+        return instance if instance.record.status.finished else None
+
+    def _expired(self, timeout: float | None) -> Callable[[], TimeoutError]:
+        def expired() -> TimeoutError:
+            state = self.status().value
+            return _timed_out(f"instance {self.id} ({self._chart!r})", timeout, state)
+
+        return expired
+
+    def result(self, timeout: float | None = None) -> JsonValue:
+        """Block until the instance finished; its output.
+
+        Raises :class:`InstanceFailed` or :class:`InstanceCancelled` when it
+        ended without one, and :class:`TimeoutError` after ``timeout`` seconds
+        (None: wait as long as it takes). It only reads the store, so some
+        engine must run the instance: a worker, a threaded runner, or
+        ``run_until_idle()`` called first on a deterministic engine.
+        """
+        return _outcome(poll(self._finished, timeout, self._expired(timeout)))
+
+    async def result_async(self, timeout: float | None = None, *, run: Reader | None = None) -> JsonValue:
+        """:meth:`result` without blocking the event loop.
+
+        Each read of the store runs in a thread: ``run`` (an awaitable
+        runner such as :meth:`AsyncEngine.call`), else ``asyncio.to_thread``.
+        """
+        finished = await poll_async(self._finished, timeout, self._expired(timeout), run or _in_thread)
+        return _outcome(finished)
+
+
+@attrs.frozen
+class StepOutcome:
+    """What the macrostep that consumed one inbox message left behind."""
+
+    instance_id: UUID
+    seq: int
+    """The message's inbox sequence number."""
+    version: int | None
+    """The version of the event that consumed it (None: the instance ended with it unprocessed)."""
+    configuration: tuple[str, ...]
+    """The active states right after that macrostep (empty when it was rejected or never processed)."""
+    status: InstanceStatus
+    """The instance's status when the outcome was read."""
+    rejected: str | None = None
+    """Why the message was refused instead of processed (stale evidence), or why it never was."""
+
+    @property
+    def processed(self) -> bool:
+        """Whether a macrostep processed the message."""
+        return self.rejected is None
+
+
+class SendReceipt:
+    """One message accepted into an instance's inbox; :meth:`wait` for the step it caused."""
+
+    def __init__(self, engine: Engine, instance_id: UUID, seq: int, key: str | None) -> None:
+        self.engine = engine
+        self.instance_id = plain(instance_id)
+        self.seq = seq
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"SendReceipt({self.instance_id}, seq={self.seq}, key={self.key!r})"
+
+    def _read(self) -> StepOutcome | None:
+        instance = self.engine.instance(self.instance_id)
+        record = instance.record
+        if any(message.seq == self.seq for message in record.inbox):
+            if not record.status.finished:
+                return None
+            return StepOutcome(
+                self.instance_id,
+                self.seq,
+                None,
+                (),
+                record.status,
+                f"the instance ended ({record.status.value}) before processing it",
+            )
+        for event in self.engine.events_of(self.instance_id):
+            if getattr(event, "consumed", None) != self.seq:
+                continue
+            if isinstance(event, Instance.Stepped):
+                chart = self.engine.charts.get(record.name)
+                configuration: tuple[str, ...] = ()
+                if chart is not None:
+                    configuration = SnapshotCodec(chart).decode(event.snapshot).configuration
+                return StepOutcome(
+                    self.instance_id, self.seq, event.originator_version, configuration, record.status
+                )
+            return StepOutcome(
+                self.instance_id,
+                self.seq,
+                event.originator_version,
+                (),
+                record.status,
+                str(getattr(event, "reason", "rejected")),
+            )
+        raise EngineError(
+            f"message {self.seq} of instance {self.instance_id} left the inbox but no stored event "
+            f"consumed it; its stored events are inconsistent: see incarnate timeline {self.instance_id}"
+        )
+
+    def _expired(self, timeout: float | None) -> Callable[[], TimeoutError]:
+        def expired() -> TimeoutError:
+            state = self.engine.instance(self.instance_id).record.status.value
+            what = f"message {self.seq} of instance {self.instance_id}"
+            return _timed_out(what, timeout, f"unprocessed (the instance is {state})")
+
+        return expired
+
+    def wait(self, timeout: float | None = None) -> StepOutcome:
+        """Wait for the macrostep that consumed the message (:class:`TimeoutError` past ``timeout``)."""
+        return poll(self._read, timeout, self._expired(timeout))
+
+    async def wait_async(self, timeout: float | None = None, *, run: Reader | None = None) -> StepOutcome:
+        """:meth:`wait` without blocking the event loop (reads run through ``run``, else a thread)."""
+        return await poll_async(self._read, timeout, self._expired(timeout), run or _in_thread)
+
+
+def receipt_for_key(engine: Engine, instance_id: UUID, key: str) -> SendReceipt:
+    """The receipt of the message accepted earlier under ``key``."""
+    for event in engine.events_of(instance_id):
+        message = getattr(event, "message", None)
+        if isinstance(event, Instance.Accepted) and message is not None and message.key == key:
+            return SendReceipt(engine, instance_id, message.seq, key)
+    raise EngineError(f"instance {instance_id} has no message accepted under key {key!r}")
