@@ -49,6 +49,13 @@ class Instance(Aggregate):
         parent: Ref | None
         birth: BirthFacts | None
         ancestry: tuple[AncestryFrame, ...]
+        traceparent: str | None = None
+        """The W3C trace context of the step that decided the birth (absent in older records).
+
+        Kept out of :class:`BirthFacts`: it says where a trace continues, not
+        which incarnation this is, so a re-delivered birth decided in another
+        span is still the same birth.
+        """
 
     def __init__(
         self,
@@ -61,8 +68,11 @@ class Instance(Aggregate):
         parent: Ref | None,
         birth: BirthFacts | None,
         ancestry: tuple[AncestryFrame, ...],
+        traceparent: str | None = None,
     ) -> None:
-        self.record = InstanceRecord(kind, name, fingerprint, input, owner, root, parent, birth, ancestry)
+        self.record = InstanceRecord(
+            kind, name, fingerprint, input, owner, root, parent, birth, ancestry, traceparent=traceparent
+        )
 
     # ------------------------------------------------------------ creation
 
@@ -87,8 +97,13 @@ class Instance(Aggregate):
         return instance
 
     @classmethod
-    def born(cls, facts: BirthFacts, *, fingerprint: str, owner: str) -> Instance:
-        """A new child instance carrying its birth facts; its id is derived from the Ref."""
+    def born(
+        cls, facts: BirthFacts, *, fingerprint: str, owner: str, traceparent: str | None = None
+    ) -> Instance:
+        """A new child instance carrying its birth facts; its id is derived from the Ref.
+
+        ``traceparent`` is the trace context its spans continue (see ``incarnate._tracing``).
+        """
         instance: Instance = cls._create(
             cls.Started,
             id=facts.child_id,
@@ -101,6 +116,7 @@ class Instance(Aggregate):
             parent=facts.ref,
             birth=facts,
             ancestry=facts.ancestry,
+            traceparent=traceparent,
         )
         return instance
 

@@ -145,6 +145,8 @@ class InstanceRecord:
     keys: tuple[str, ...] = ()
     incarnation: int = 1
     """The ownership incarnation: 1 at creation, +1 per ``Claimed`` (the fencing token)."""
+    traceparent: str | None = None
+    """The W3C trace context of the step that gave birth to it (tracing only; never compared)."""
 
     def activation(self, site: str, key: str) -> Activation | None:
         """The activation of slot ``(site, key)``, if retained."""
