@@ -440,7 +440,7 @@ class Takeover:
 def start_trees(engine: Engine, trees: int, what: str) -> list[UUID]:
     """Start ``trees`` roots, each invoking its child in the same save."""
     progress = Progress(what, trees, "trees")
-    roots = []
+    roots: list[UUID] = []
     for done in range(1, trees + 1):
         roots.append(engine.start(TREE.name))
         progress.update(done)

@@ -6,8 +6,10 @@ messages — is saved in one atomic commit before anything is enacted.
 A :class:`Worker` makes an engine one member of a fleet sharing a store.
 """
 
+from incarnate._async import AsyncEngine, AsyncInstanceHandle
 from incarnate._clock import Clock, SystemClock, VirtualClock
 from incarnate._engine import Engine
+from incarnate._handles import InstanceCancelled, InstanceFailed, InstanceHandle, SendReceipt, StepOutcome
 from incarnate._listing import Listing
 from incarnate._manager import RecoveryManager, RecoverySettings, SweepReport
 from incarnate._ownership import TakeOver
@@ -31,6 +33,8 @@ from incarnate.errors import (
 )
 
 __all__ = [
+    "AsyncEngine",
+    "AsyncInstanceHandle",
     "Clock",
     "ConfigurationError",
     "Decision",
@@ -38,6 +42,9 @@ __all__ = [
     "Engine",
     "EngineError",
     "Fenced",
+    "InstanceCancelled",
+    "InstanceFailed",
+    "InstanceHandle",
     "InstanceTerminated",
     "Listing",
     "MigrationRejected",
@@ -47,6 +54,8 @@ __all__ = [
     "RecoveryManager",
     "RecoverySettings",
     "Runner",
+    "SendReceipt",
+    "StepOutcome",
     "Storage",
     "StorageError",
     "StoreUnreachable",

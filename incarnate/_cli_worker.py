@@ -108,6 +108,14 @@ def _worker_arguments(parser: argparse.ArgumentParser) -> None:
         "and its call trees are recovered by another (default: %(default)s)",
     )
     parser.add_argument(
+        "--recovery-ttl",
+        type=float,
+        default=RecoverySettings().ttl,
+        metavar="S",
+        help="seconds a dead worker's call tree must have been unchanged before this worker's recovery "
+        "manager moves it (default: %(default)s)",
+    )
+    parser.add_argument(
         "--no-recovery",
         action="store_true",
         help="run no recovery manager here (another worker of the group sweeps dead workers' trees)",
@@ -125,11 +133,13 @@ def _worker(args: argparse.Namespace) -> int:
         raise CommandError(f"--threads must be at least 1, got {args.threads}")
     _positive("--poll-interval", args.poll_interval)
     _positive("--lease", args.lease)
+    if not args.recovery_ttl >= 0:
+        raise CommandError(f"--recovery-ttl must be 0 or more seconds, got {args.recovery_ttl:g}")
     storage = command_storage(args.db, existing=False)
     charts = load_charts(args.charts)
     tasks = load_tasks(args.tasks) if args.tasks else {}
     configure_logging(args.log_level)
-    recovery = None if args.no_recovery else RecoverySettings(group=args.group)
+    recovery = None if args.no_recovery else RecoverySettings(group=args.group, ttl=args.recovery_ttl)
     try:
         engine = Engine(charts, tasks, storage=storage, runner=ThreadedRunner(args.threads))
     except ChartInvalid as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -12,7 +13,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar, overload
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -35,7 +36,9 @@ from aggregates import (
     InstanceStatus,
 )
 from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
+from incarnate import _logs, _tracing
 from incarnate._clock import Clock, SystemClock
+from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
 from incarnate._ownership import TakeOver, is_live, take_over
@@ -73,6 +76,8 @@ from statechart import (
 from statechart.errors import CodecError
 
 log = logging.getLogger("incarnate.engine")
+
+C = TypeVar("C")
 
 MAX_CONFLICT_RETRIES = 20
 RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
@@ -348,8 +353,17 @@ class Engine(Application[UUID]):
 
     # -------------------------------------------------------- commands
 
-    def start(self, chart: str, input: JsonValue = None, *, id: UUID | None = None) -> UUID:
+    def start(
+        self, chart: str | Chart[Any], input: JsonValue = None, *, id: UUID | None = None
+    ) -> InstanceHandle:
         """Start a root instance of ``chart``; its first macrostep is committed with its creation.
+
+        ``chart`` is a registered chart's name, or the registered
+        :class:`~statechart.Chart` object itself (which a type checker can
+        check, unlike a name).
+
+        Returns an :class:`InstanceHandle`: the new instance's id (a
+        :class:`uuid.UUID`) that can also wait for its result.
 
         ``input`` is validated strictly against the chart's context class
         before anything is stored (see :func:`statechart.context_from_input`):
@@ -360,6 +374,7 @@ class Engine(Application[UUID]):
         from statechart import context_from_input
         from statechart.errors import IncarnateError
 
+        chart = self._registered_name(chart)
         found = self.charts.get(chart)
         if found is None:
             raise EngineError(f"chart {chart!r} is not registered (registered: {sorted(self.charts)})")
@@ -380,7 +395,7 @@ class Engine(Application[UUID]):
                 f"context_from_input raised {type(error).__name__}: {error}; fix: pass an input it accepts",
             ) from error
         instance = Instance.start_root(
-            id=id or uuid.uuid4(),
+            id=plain(id) if id is not None else uuid.uuid4(),
             kind=InstanceKind.CHART,
             name=chart,
             fingerprint=found.fingerprint,
@@ -394,7 +409,55 @@ class Engine(Application[UUID]):
         if self._has_work(instance):
             uow.follow(instance.id)
         self.enact(uow)
-        return instance.id
+        return InstanceHandle(self, instance.id, chart)
+
+    def handle(self, instance_id: UUID) -> InstanceHandle:
+        """A handle on a stored instance (any engine's, in any process); :class:`UnknownInstance` if none."""
+        instance = self.instance(plain(instance_id))
+        return InstanceHandle(self, instance.id, instance.record.name)
+
+    def result(self, instance_id: UUID, timeout: float | None = None) -> JsonValue:
+        """Wait for the output of an instance (see :meth:`InstanceHandle.result`)."""
+        return self.handle(instance_id).result(timeout)
+
+    def send_receipt(
+        self, instance_id: UUID, event: str | Event, data: JsonValue = None, *, key: str | None = None
+    ) -> SendReceipt:
+        """:meth:`send`, returning a receipt that can wait for the macrostep that consumed the message.
+
+        A repeated ``key`` returns the receipt of the message first accepted
+        under it (nothing new is stored).
+        """
+        instance_id = plain(instance_id)
+        seq = self.send(instance_id, event, data, key=key)
+        if seq is None:
+            assert key is not None  # only a repeated key is accepted without a new message
+            return receipt_for_key(self, instance_id, key)
+        return SendReceipt(self, instance_id, seq, key)
+
+    def send_and_wait(
+        self,
+        instance_id: UUID,
+        event: str | Event,
+        data: JsonValue = None,
+        *,
+        key: str | None = None,
+        timeout: float | None = None,
+    ) -> StepOutcome:
+        """:meth:`send_receipt`, then wait (up to ``timeout`` seconds) for the step it caused."""
+        return self.send_receipt(instance_id, event, data, key=key).wait(timeout)
+
+    task_loop: asyncio.AbstractEventLoop | None = None
+    """The event loop async tasks run on (see :meth:`run_tasks_on`); None: ``asyncio.run`` per task."""
+
+    def run_tasks_on(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Run async task functions on ``loop`` (a running loop of another thread); None to stop.
+
+        A runner thread hands the task's coroutine to the loop and waits for
+        it, so tasks share the loop's clients and connections instead of a
+        fresh loop per task. :meth:`AsyncEngine.serve` does this for its loop.
+        """
+        self.task_loop = loop
 
     def send(
         self, instance_id: UUID, event: str | Event, data: JsonValue = None, *, key: str | None = None
@@ -411,6 +474,7 @@ class Engine(Application[UUID]):
         set or object; nothing is converted), else :class:`EngineError` is
         raised and nothing is stored.
         """
+        instance_id = plain(instance_id)
         if isinstance(event, str):
             name: object = event
             event = Event(event, data)
@@ -469,6 +533,7 @@ class Engine(Application[UUID]):
 
     def cancel(self, instance_id: UUID, reason: str = "cancelled by an operator") -> bool:
         """Ask an instance to stop (its children are cancelled in cascade)."""
+        instance_id = plain(instance_id)
         for _ in range(MAX_CONFLICT_RETRIES):
             instance = self.instance(instance_id)
             if not instance.request_cancel(None, reason):
@@ -750,13 +815,44 @@ class Engine(Application[UUID]):
         """Dispose of a (parked) call tree without running it; returns how many instances ended."""
         return terminate(self, root_id, reason)
 
-    def snapshot(self, instance_id: UUID) -> Snapshot[Any]:
-        """The decoded current snapshot of a chart instance."""
+    @overload
+    def snapshot(self, instance_id: UUID) -> Snapshot[Any]: ...
+
+    @overload
+    def snapshot(self, instance_id: UUID, chart: Chart[C]) -> Snapshot[C]: ...
+
+    def snapshot(self, instance_id: UUID, chart: Chart[Any] | None = None) -> Snapshot[Any]:
+        """The decoded current snapshot of a chart instance.
+
+        Given the instance's ``chart`` (the registered object), the snapshot is
+        typed by the chart's context class: ``snapshot(id, APPROVAL).context``
+        is an ``Approval``. An instance of another chart raises
+        :class:`~incarnate.errors.EngineError`.
+        """
         instance = self.instance(instance_id)
-        chart = self.charts.get(instance.record.name)
-        if chart is None:
-            raise EngineError(f"chart {instance.record.name!r} of {instance_id} is not registered")
-        return self.decode(chart, instance)
+        name = instance.record.name
+        if chart is not None and chart.name != name:
+            raise EngineError(
+                f"instance {instance_id} runs chart {name!r}, not {chart.name!r}; "
+                f"fix: pass the chart {name!r} (or no chart) to snapshot()"
+            )
+        registered = self.charts.get(name)
+        if registered is None:
+            raise EngineError(f"chart {name!r} of {instance_id} is not registered")
+        return self.decode(registered, instance)
+
+    def _registered_name(self, chart: str | Chart[Any]) -> str:
+        """The name of ``chart``; a chart object must be the one registered under its name."""
+        if isinstance(chart, str):
+            return chart
+        registered = self.charts.get(chart.name)
+        if registered is not None and registered is not chart and registered.fingerprint != chart.fingerprint:
+            raise EngineError(
+                f"chart {chart.name!r} given to engine {self.engine_id} differs from the chart registered "
+                f"under that name (fingerprint {chart.fingerprint[:12]} vs {registered.fingerprint[:12]}); "
+                f"fix: pass the registered chart object, or register this version"
+            )
+        return chart.name
 
     def children(self, instance_id: UUID) -> list[Instance]:
         """The current incarnations retained by an instance (its activations)."""
@@ -895,7 +991,11 @@ class Engine(Application[UUID]):
         return any(timer.deadline <= now for timer in cached[1].timers)
 
     def save_instances(self, *instances: Instance) -> None:
-        """Save the instances' pending events in one atomic save (``IntegrityError`` on a conflict)."""
+        """Save the instances' pending events in one atomic save (``IntegrityError`` on a conflict).
+
+        The facts saved are logged once stored (see ``incarnate._logs``).
+        """
+        written = [(i, tuple(i.pending_events)) for i in instances] if _logs.wanted() else None
         try:
             self.save(*instances)
         except IntegrityError:
@@ -905,6 +1005,8 @@ class Engine(Application[UUID]):
         except PersistenceError as error:
             raise StorageError(f"the store refused a commit: {error}") from error
         self._saw(instances)
+        if written:
+            _logs.committed(self.engine_id, written)
 
     def commit(self, uow: UnitOfWork) -> None:
         """Save a unit of work in one atomic save, fenced: :class:`Fenced` if it writes an instance not held.
@@ -912,19 +1014,29 @@ class Engine(Application[UUID]):
         Its new instances are held by this engine at incarnation 1.
         """
         pending = uow.pending()
-        if pending:
+        if not pending:
+            _tracing.committed()
+            return
+        try:
             for instance_id in uow.fenced:
                 loaded = uow.loaded.get(instance_id)
                 if loaded is not None:
                     self.check_holds(loaded)
             self._hook("before-commit", uow)
             self.save_instances(*pending)
-            for instance in pending:
-                self._remember(instance, uow.decoded.get(instance.id))
-            for instance_id, created in uow.created.items():
-                self.held[instance_id] = created.record.incarnation
-            self.acquired.update(uow.created)
-            self._hook("after-commit", uow)
+        except IntegrityError:
+            _tracing.conflicted()
+            raise
+        except BaseException as error:
+            _tracing.abandoned(error)
+            raise
+        _tracing.committed()  # the step's span ends with its commit
+        for instance in pending:
+            self._remember(instance, uow.decoded.get(instance.id))
+        for instance_id, created in uow.created.items():
+            self.held[instance_id] = created.record.incarnation
+        self.acquired.update(uow.created)
+        self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:
         """Commit points where tests inject crashes (see ``incarnate.testing``)."""

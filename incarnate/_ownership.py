@@ -74,6 +74,7 @@ def take_over(engine: Engine, root_id: UUID, *, reason: str = DEFAULT_REASON) ->
             park_corrupt(engine, error, root_id)
             return TakeOver(root_id, (), True)
         claims = _claims(engine, root_id, members)
+        previous = {member.record.owner for member in claims}
         for member in claims:
             member.claim(engine.engine_id, previous_incarnation=member.record.incarnation, reason=reason)
         if claims:
@@ -86,11 +87,21 @@ def take_over(engine: Engine, root_id: UUID, *, reason: str = DEFAULT_REASON) ->
         claimed = tuple(member.id for member in claims)
         if claimed:
             log.info(
-                "took over the call tree of %s (%d claimed): %s",
+                "engine %s took over the call tree of %s (%d claimed, from %s): %s",
+                engine.engine_id,
                 root_id,
                 len(claimed),
+                ", ".join(sorted(previous)) or "nobody",
                 reason,
-                extra={"engine_id": engine.engine_id, "instance_id": str(root_id)},
+                extra={
+                    "engine_id": engine.engine_id,
+                    "owner": engine.engine_id,
+                    "instance_id": str(root_id),
+                    "root_id": str(root_id),
+                    "chart": start.record.name,
+                    "claimed": len(claimed),
+                    "previous_owners": sorted(previous),
+                },
             )
         parked = not acquire(engine, root_id)
         if not parked:

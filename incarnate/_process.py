@@ -9,8 +9,6 @@ needs of the engine only what :class:`~incarnate._work.Workshop` names.
 
 from __future__ import annotations
 
-import logging
-
 from aggregates import (
     AncestryFrame,
     BirthFacts,
@@ -22,9 +20,9 @@ from aggregates import (
     Settlement,
 )
 from aggregates.errors import InputMismatch
+from incarnate import _tracing
 from incarnate._work import UnitOfWork, Workshop
 from statechart import (
-    ActionFailed,
     ArmTimer,
     BirthChild,
     CancelChild,
@@ -55,8 +53,6 @@ from statechart.errors import CodecError, StepError
 
 PARENT_TYPE = "Instance"
 
-log = logging.getLogger("incarnate.engine.process")
-
 
 class Decision:
     """What ``decide`` did: a summary for logs, tests and the timeline."""
@@ -74,7 +70,23 @@ def decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful: 
 
     ``careful`` re-checks that children about to be born do not exist yet
     (used after a commit conflict, so a re-delivered birth is recognised).
+    With tracing, the step's span (``incarnate.step``) ends when the
+    engine's commit of ``uow`` does.
     """
+    _tracing.begin_step(instance.id, instance.record, workshop.engine_id)
+    try:
+        decision = _decide(workshop, uow, instance, careful=careful)
+    except BaseException as error:
+        _tracing.abandoned(error)
+        raise
+    if decision is None:
+        _tracing.idle()
+    else:
+        _tracing.decided(decision.kind, decision.detail, instance.pending_events)
+    return decision
+
+
+def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful: bool) -> Decision | None:
     record = instance.record
     if record.status.finished or record.status is InstanceStatus.PARKED:
         return None
@@ -229,7 +241,10 @@ def _create_child(workshop: Workshop, uow: UnitOfWork, facts: BirthFacts, *, car
     if facts.kind is InstanceKind.CHART:
         child_chart = workshop.charts.get(facts.name)
         fingerprint = child_chart.fingerprint if child_chart is not None else ""
-    uow.create(Instance.born(facts, fingerprint=fingerprint, owner=workshop.engine_id))
+    traceparent = _tracing.traceparent()  # the deciding step's span: the child's spans continue it
+    uow.create(
+        Instance.born(facts, fingerprint=fingerprint, owner=workshop.engine_id, traceparent=traceparent)
+    )
 
 
 def _apply(
@@ -249,7 +264,6 @@ def _apply(
     Activations that this macrostep ended are settled first, so that a slot
     re-entered in the same macrostep (a loop) can take its new Birth.
     """
-    _report_failures(instance, chart, effects)
     armed_step = snapshot.steps - 1
     retried = {effect.failed for effect in effects if isinstance(effect, RetryChild)}
     retried.update(effect.previous for effect in effects if isinstance(effect, ResumeChild))
@@ -292,24 +306,6 @@ def _apply(
             instance.complete(effect.output)
             uow.tell_parent(instance, now, done_invoke_event, effect.output)
     uow.decoded[instance.id] = snapshot
-
-
-def _report_failures(instance: Instance, chart: Chart[object], effects: tuple[Effect, ...]) -> None:
-    """Log each action, guard or mapper that raised in this macrostep (the chart saw ``error.execution``).
-
-    Such a failure is absorbed by the chart (it may not even handle
-    ``error.execution``), so without this record it would only show in the
-    stored ``Stepped`` event.
-    """
-    for effect in effects:
-        if isinstance(effect, ActionFailed):
-            log.warning(
-                "instance %s of chart %r: %s",
-                instance.id,
-                chart.name,
-                effect.describe(),
-                extra={"instance_id": str(instance.id), "chart": chart.name, "failure": effect},
-            )
 
 
 def snapshot_state(chart: Chart[object], site_id: str) -> str:

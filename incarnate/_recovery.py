@@ -115,12 +115,38 @@ def acquire(
     if instance_id in engine.acquired:
         return True
     if seen is None:
+        before = len(engine.acquired)
         try:
-            return _acquire(engine, instance_id, set(), loaded=loaded, caller=caller)
+            acquired = _acquire(engine, instance_id, set(), loaded=loaded, caller=caller)
         except CorruptRecord as error:
             park_corrupt(engine, error, instance_id)
             return False
+        if acquired and log.isEnabledFor(logging.INFO):
+            _log_acquired(engine, instance_id, len(engine.acquired) - before)
+        return acquired
     return _acquire(engine, instance_id, seen, loaded=loaded, caller=caller)
+
+
+def _log_acquired(engine: Engine, instance_id: UUID, count: int) -> None:
+    """INFO: an instance (and the children it retains) now runs on this engine."""
+    try:
+        record = engine.instance(instance_id, fresh=False).record
+    except (UnknownInstance, CorruptRecord):
+        return
+    log.info(
+        "acquired %s (%r) with %d instances of its tree: its checkpoint is rebuilt and its children re-armed",
+        instance_id,
+        record.name,
+        count,
+        extra={
+            "instance_id": str(instance_id),
+            "chart": record.name,
+            "root_id": str(record.root),
+            "owner": record.owner,
+            "engine_id": engine.engine_id,
+            "acquired": count,
+        },
+    )
 
 
 def _acquire(
@@ -348,6 +374,22 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
             continue
         engine.acquired.discard(instance_id)
         engine.acquired.discard(instance.record.root)
+        log.warning(
+            "recovery parked the call tree of %s: %s in %s (%r): %s",
+            instance.record.root,
+            kind,
+            instance_id,
+            instance.record.name,
+            detail,
+            extra={
+                "instance_id": str(instance_id),
+                "chart": instance.record.name,
+                "root_id": str(instance.record.root),
+                "owner": instance.record.owner,
+                "engine_id": engine.engine_id,
+                "incident": kind,
+            },
+        )
         return
     raise StorageError(f"could not park the tree of {instance_id}")
 
@@ -440,7 +482,17 @@ def park_corrupt(engine: Engine, error: CorruptRecord, near: UUID) -> None:
     """
     broken = error.instance_id
     root = _root_of(engine, near if near != broken else broken)
-    log.warning("parking the call tree of %s: %s", root, error.fact)
+    log.warning(
+        "parking the call tree of %s: %s",
+        root,
+        error.fact,
+        extra={
+            "instance_id": str(broken),
+            "root_id": str(root),
+            "engine_id": engine.engine_id,
+            "incident": CORRUPT_RECORD,
+        },
+    )
     if root != broken:
         _record_incident(engine, root, f"in {broken}: {error.fact}")
     _record_incident(engine, broken, error.fact)

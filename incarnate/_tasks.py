@@ -11,6 +11,7 @@ attempt — to deduplicate side effects.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -20,9 +21,11 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import IntegrityError
 
-from aggregates import InstanceStatus, Ref
+from aggregates import Instance, InstanceStatus, Ref
+from incarnate import _tracing
 from incarnate._process import Decision
 from incarnate._work import UnitOfWork
+from incarnate.errors import EngineError
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
@@ -51,11 +54,37 @@ class TaskCall:
 TaskFunction: TypeAlias = Callable[[TaskCall], JsonValue | Awaitable[JsonValue]]
 
 
-def _call(fn: TaskFunction, call: TaskCall) -> JsonValue:
+class LoopGone(EngineError):
+    """The event loop an async task ran on stopped before the task finished: no outcome is committed."""
+
+
+def _call(fn: TaskFunction, call: TaskCall, loop: asyncio.AbstractEventLoop | None = None) -> JsonValue:
+    """Run ``fn``; an awaitable result runs on ``loop`` when it is running, else on a fresh loop.
+
+    On ``loop`` the coroutine runs as that loop's task while this runner
+    thread waits for it. If the loop stops first (its application shut
+    down), :class:`LoopGone` is raised and nothing is committed: like a crash
+    before the outcome, the incarnation runs again later (at least once).
+    """
     result = fn(call)
     if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
+        if loop is not None and loop.is_running() and not _on(loop):
+            future = asyncio.run_coroutine_threadsafe(_await(result), loop)
+            try:
+                result = future.result()
+            except concurrent.futures.CancelledError as error:
+                raise LoopGone(f"the event loop stopped while task {call.idempotency_key} ran") from error
+        else:
+            result = asyncio.run(_await(result))
     return check_json(result, "task output")
+
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs ``loop`` (waiting on it here would deadlock)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
@@ -81,11 +110,16 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         return Decision("parked", f"unknown task {record.name!r}")
     call = TaskCall(instance_id, facts.ref, facts.attempt, record.input)
     failure: dict[str, JsonValue] | None = None
+    raised: Exception | None = None
     output: JsonValue = None
     try:
-        output = _call(fn, call)
+        with _tracing.task_run(instance_id, record, engine.engine_id):
+            output = _call(fn, call, engine.task_loop)
+    except LoopGone as gone:
+        log.info("task %s not finished: %s; it runs again later", record.name, gone)
+        return None
     except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
-        log.info("task %s (%s) failed: %s", record.name, call.idempotency_key, error)
+        raised = error  # logged once the failure is committed (a fenced outcome is no fact)
         failure = {"error": type(error).__name__, "message": str(error)}
     for _ in range(20):
         uow = UnitOfWork(engine)
@@ -112,5 +146,31 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         except IntegrityError:
             continue
         engine.enact(uow)
+        if kind == "failed":
+            _log_failure(engine, task, call, raised)
         return Decision(f"task-{kind}", record.name)
     return None
+
+
+def _log_failure(engine: Engine, task: Instance, call: TaskCall, error: Exception | None) -> None:
+    """The committed failure of a task run, with its traceback (WARNING, ``incarnate.tasks``)."""
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    log.warning(
+        "task %s (%s) failed: %s",
+        task.record.name,
+        call.idempotency_key,
+        error,
+        exc_info=error,
+        extra={
+            "instance_id": str(task.id),
+            "chart": task.record.name,
+            "ref": str(call.ref),
+            "parent_id": str(call.ref.parent),
+            "generation": call.ref.generation,
+            "attempt": call.attempt,
+            "owner": task.record.owner,
+            "engine_id": engine.engine_id,
+            "fact": "Failed",
+        },
+    )

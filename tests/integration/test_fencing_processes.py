@@ -92,7 +92,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_and_its_trees_finish_once_else
         a = spawn_worker(tmp_path, db, "A", env_a, "--threads", "8", "--lease", str(LEASE))
         workers.append(a)
         a.wait_started()
-        roots = [client.start("order") for _ in range(TREES)]
+        roots: list[UUID] = [client.start("order") for _ in range(TREES)]
 
         def running_on(worker: WorkerProcess) -> Callable[[], bool]:
             def condition() -> bool:

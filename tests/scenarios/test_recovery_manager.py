@@ -80,7 +80,7 @@ def settings(**changes: object) -> RecoverySettings:
 def dead_roots(build: Callable[[str], Engine], count: int, chart: str = "gate") -> list[UUID]:
     """Start ``count`` roots on an engine that never heartbeats, then close it."""
     engine = build("dead-owner")
-    roots = [engine.start(chart) for _ in range(count)]
+    roots: list[UUID] = [engine.start(chart) for _ in range(count)]
     engine.run_until_idle()
     return roots
 

@@ -106,7 +106,7 @@ def stress_round(storage: Storage) -> None:
     runner = ThreadedRunner(workers=16, poll_interval=0.01)
     engine = Engine([counter_chart()], storage=storage, clock=VirtualClock(0.0), runner=runner, cache_size=4)
     try:
-        ids = [engine.start("counter") for _ in range(INSTANCES)]
+        ids: list[uuid.UUID] = [engine.start("counter") for _ in range(INSTANCES)]
         sent = [dict.fromkeys(ids, 0) for _ in range(SENDERS)]
         errors = run_threads([functools.partial(hammer, engine, ids, n, sent[n]) for n in range(SENDERS)])
         assert errors == []
