@@ -472,8 +472,11 @@ def _row(values: Sequence[Any]) -> ListingRow:
 class PostgresCoordination:
     """Heartbeats and leases in tables, leadership by advisory lock, wake-ups by LISTEN.
 
-    Three dedicated connections, each opened on first use: one for the
-    tables, one holding the leader's session advisory locks (so a lock lives
+    Four dedicated connections, each opened on first use: one for the
+    tables, one for this engine's own heartbeat (a beat never queues behind
+    the sweeps, claims and liveness checks of a busy engine: a heartbeat
+    that waits lets the lease lapse, and a live engine's trees be taken
+    over), one holding the leader's session advisory locks (so a lock lives
     exactly as long as that connection), and one listening on the channel
     the recorder notifies on every insert.
     """
@@ -483,6 +486,7 @@ class PostgresCoordination:
         self._heartbeats = store.table(HEARTBEATS_TABLE)
         self._leases = store.table(LEASES_TABLE)
         self._tables = _Connection(store)
+        self._beats = _Connection(store)
         self._leader = _Connection(store)
         self._listener = _Connection(store)
         self._listening = False
@@ -532,8 +536,8 @@ class PostgresCoordination:
             'ON CONFLICT (engine_id) DO UPDATE SET "group" = excluded."group", '
             "beat_at = excluded.beat_at, expires_at = excluded.expires_at RETURNING beat_at, expires_at"
         ).format(self._heartbeats)
-        with self._query("record a heartbeat") as connection:
-            found = connection.execute(statement, (engine_id, group, float(lease))).fetchone()
+        with self._beats.lock, self._errors("record a heartbeat"):
+            found = self._beats.get().execute(statement, (engine_id, group, float(lease))).fetchone()
         assert found is not None
         return Heartbeat(
             engine_id=engine_id, group=group, beat_at=float(found[0]), expires_at=float(found[1])
@@ -541,8 +545,8 @@ class PostgresCoordination:
 
     def retire(self, engine_id: str) -> None:
         """Delete ``engine_id``'s heartbeat."""
-        with self._query("retire a heartbeat") as connection:
-            connection.execute(
+        with self._beats.lock, self._errors("retire a heartbeat"):
+            self._beats.get().execute(
                 sql.SQL("DELETE FROM {} WHERE engine_id = %s").format(self._heartbeats), (engine_id,)
             )
 
@@ -733,6 +737,6 @@ class PostgresCoordination:
                 with contextlib.suppress(psycopg.Error, StoreUnreachable):
                     self._leader.get().execute("SELECT pg_advisory_unlock_all()")
             self._held.clear()
-        for connection in (self._tables, self._leader, self._listener):
+        for connection in (self._tables, self._beats, self._leader, self._listener):
             with contextlib.suppress(psycopg.Error):
                 connection.close()

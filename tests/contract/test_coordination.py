@@ -258,3 +258,35 @@ def test_many_engines_may_create_the_tables_at_once(store: Store) -> None:
     finally:
         for item in opened:
             item.close()
+
+
+def test_a_heartbeat_never_waits_behind_a_blocked_coordination_query(storage: Storage) -> None:
+    """A beat returns at once while another coordination call of the same engine waits on a row lock."""
+    if storage.kind != "postgres":
+        pytest.skip("only PostgreSQL has row locks another session can hold")
+    import psycopg
+
+    coordination = storage.open().coordination()
+    root = uuid.uuid4()
+    assert coordination.claim([root], "engine-a", 30.0, 1) == [root]
+    table = f"{storage.postgres_schema}.incarnate_leases"
+    with psycopg.connect(
+        host=storage.postgres_host,
+        port=storage.postgres_port,
+        dbname=storage.postgres_dbname,
+        user=storage.postgres_user,
+    ) as blocker:
+        blocker.execute(f"SELECT root FROM {table} WHERE root = %s FOR UPDATE", (root,))  # in a transaction
+        releasing = threading.Thread(
+            target=lambda: coordination.release(root, "engine-a", outcome="succeeded"), daemon=True
+        )
+        releasing.start()
+        time.sleep(0.5)  # the release now waits for the row, holding the engine's coordination queries
+        assert releasing.is_alive()
+        began = time.monotonic()
+        coordination.beat("engine-a", "default", 10.0)
+        waited = time.monotonic() - began
+        blocker.rollback()
+    releasing.join(timeout=15)
+    coordination.close()
+    assert waited < 2.0, f"the heartbeat waited {waited:.1f}s behind another query"

@@ -152,7 +152,8 @@ def _log_effect(phase: str, call: TaskCall) -> None:
     path = os.environ.get(EFFECTS_VARIABLE)
     if path:
         # One short line per write with O_APPEND: lines of concurrent processes never interleave.
-        line = f"{phase} {call.idempotency_key} {WORKER['id']} {os.getpid()} {time.time():.6f}\n"
+        who = f"{WORKER['id']} {os.getpid()}"
+        line = f"{phase} {call.idempotency_key} {call.instance_id} {who} {time.time():.6f}\n"
         with open(path, "a", encoding="utf-8") as effects:
             effects.write(line)
 
@@ -196,6 +197,8 @@ class Run:
     pid: int
     start: float
     end: float | None
+    instance: str = ""
+    """The task instance that ran (its id)."""
 
 
 def read_runs(path: Path) -> list[Run]:
@@ -204,9 +207,11 @@ def read_runs(path: Path) -> list[Run]:
         return []
     starts: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
     ends: dict[tuple[str, int], list[float]] = defaultdict(list)
+    instances: dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
-        phase, key, worker, pid_text, when_text = line.split()
+        phase, key, instance, worker, pid_text, when_text = line.split()
         pid, when = int(pid_text), float(when_text)
+        instances[key] = instance
         if phase == "start":
             starts[(key, pid)].append((worker, when))
         else:
@@ -215,7 +220,8 @@ def read_runs(path: Path) -> list[Run]:
     for (key, process), started in starts.items():
         ended = sorted(ends.get((key, process), []))
         for index, (worker, began) in enumerate(sorted(started, key=lambda s: s[1])):
-            runs.append(Run(key, worker, process, began, ended[index] if index < len(ended) else None))
+            end = ended[index] if index < len(ended) else None
+            runs.append(Run(key, worker, process, began, end, instances[key]))
     return sorted(runs, key=lambda run: run.start)
 
 
