@@ -105,10 +105,14 @@ def project(aggregate: Any, events: Iterable[Any]) -> Any:
 
 
 def _make_room(cache: OrderedDict[UUID, Any], size: int, incoming: UUID) -> None:
-    """Evict the oldest entries until ``incoming`` fits in ``size`` entries.
+    """Evict the oldest entries until ``incoming`` fits in ``size`` entries (the cache lock held).
 
-    ``popitem`` is atomic, unlike ``del cache[next(iter(cache))]``, so a
-    writer that does not hold the cache lock cannot make it fail.
+    Every mutation of an engine cache must hold the engine's cache lock:
+    an ``OrderedDict`` calls the keys' Python ``__hash__``/``__eq__`` (a
+    ``UUID``'s are Python code) in the middle of a pop or an insert, where
+    another thread may run, and two concurrent mutations can corrupt its
+    linked list (seen as a segmentation fault under a tiny switch interval).
+    Lookups alone are plain dict reads and need no lock.
     """
     if incoming in cache:
         return
@@ -999,8 +1003,9 @@ class Engine(Application[UUID]):
         try:
             self.save(*instances)
         except IntegrityError:
-            for instance in instances:
-                self._latest.pop(instance.id, None)
+            with self._cache_lock:  # every mutation of a cache holds the lock (see _make_room)
+                for instance in instances:
+                    self._latest.pop(instance.id, None)
             raise
         except PersistenceError as error:
             raise StorageError(f"the store refused a commit: {error}") from error
