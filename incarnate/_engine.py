@@ -732,6 +732,10 @@ class Engine(Application[UUID]):
         (:meth:`process` returns None) until this engine takes it over again.
         """
         log.warning("fenced: %s", why, extra={"engine_id": self.engine_id, "instance_id": str(instance_id)})
+        self._forget(instance_id)
+
+    def _forget(self, instance_id: UUID) -> None:
+        """Stop holding an instance: its incarnation, its acquisition and its cached copies."""
         self._fenced.add(instance_id)
         self.held.pop(instance_id, None)
         self.acquired.discard(instance_id)
@@ -751,12 +755,7 @@ class Engine(Application[UUID]):
         if held is None or (record.owner == self.engine_id and record.incarnation == held):
             return
         log.debug("%s is now held by %s", instance.id, record.owner, extra={"engine_id": self.engine_id})
-        self._fenced.add(instance.id)
-        self.held.pop(instance.id, None)
-        self.acquired.discard(instance.id)
-        with self._cache_lock:
-            self._latest.pop(instance.id, None)
-            self._decoded.pop(instance.id, None)
+        self._forget(instance.id)
 
     def orphan(self, instance_id: UUID, reason: str) -> bool:
         """End an instance whose parent is gone with status ``orphan``; False when it had finished already."""

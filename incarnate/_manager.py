@@ -55,7 +55,7 @@ from projections import CheckpointError, ListingRow
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
-    from incarnate.store._port import Heartbeat
+    from incarnate.store import Heartbeat
 
 log = logging.getLogger("incarnate.recovery.manager")
 

@@ -24,6 +24,7 @@ from eventsourcing.utils import resolve_topic
 
 from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_VARIABLE, setting
 from incarnate.errors import ConfigurationError
+from incarnate.store._sql import POSTGRES_FACTORY
 
 if TYPE_CHECKING:
     from incarnate.store._port import Store
@@ -41,7 +42,6 @@ DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 5
 DEFAULT_SQLITE_LOCK_TIMEOUT = 30
 """Seconds a SQLite writer waits for the database lock."""
 
-_POSTGRES_FACTORY = "incarnate.store._postgres:Factory"
 _FORMER_POSTGRES_FACTORY = "incarnate._postgres:Factory"
 """Where the factory lived before the store adapters; still accepted from the environment."""
 
@@ -156,7 +156,7 @@ class Storage:
         env = os.environ if environ is None else environ
         module = env.get("PERSISTENCE_MODULE", "")
         kind = next((k for k, m in _MODULES.items() if module in (m, k)), None)
-        if module in (_POSTGRES_FACTORY, _FORMER_POSTGRES_FACTORY):
+        if module in (POSTGRES_FACTORY, _FORMER_POSTGRES_FACTORY):
             kind = "postgres"
         if module and kind is None:
             raise ConfigurationError(

@@ -40,7 +40,7 @@ from incarnate.errors import ConfigurationError, EngineError
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
-    from incarnate.store._port import Coordination
+    from incarnate.store import Coordination
 
 log = logging.getLogger("incarnate.worker")
 
@@ -318,7 +318,8 @@ class Worker:
             if notification.topic == _STARTED:
                 if instance_id not in engine.held and self._is_foreign_root(notification):
                     roots.append(instance_id)
-            elif instance_id not in woken and engine.owns(instance_id):
+            elif instance_id not in woken and instance_id in engine.held:
+                # No store read here: processing checks the incarnation before it writes anything.
                 woken.append(instance_id)
         for instance_id in woken:
             self.runner.notify(instance_id)

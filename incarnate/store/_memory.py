@@ -71,8 +71,6 @@ class MemoryStore:
     """The in-memory store: a POPO recorder, and its listing and coordination in dictionaries."""
 
     kind = "memory"
-    persistence_modules = (PERSISTENCE_MODULE, "popo")
-    """The ``PERSISTENCE_MODULE`` values that select this store."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage

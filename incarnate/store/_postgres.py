@@ -50,6 +50,7 @@ from incarnate.store._sql import (
     IN_FLIGHT_SQL,
     LEASE_COLUMNS,
     LEASES_TABLE,
+    POSTGRES_FACTORY,
     READ_COLUMNS,
     ROWS_TABLE,
     TRACKING_NAME,
@@ -175,7 +176,6 @@ def unreachable(storage: Storage, error: BaseException) -> StoreUnreachable:
     return StoreUnreachable(message, host=host, port=port, dbname=dbname, user=user)
 
 
-FACTORY_TOPIC = "incarnate.store._postgres:Factory"
 """The ``PERSISTENCE_MODULE`` value that selects :class:`Factory`."""
 CHANNEL = "incarnate_events"
 """The channel the recorder NOTIFYs on every insert: the library names it after the events
@@ -187,8 +187,6 @@ class PostgresStore:
     """A PostgreSQL database: :class:`Factory` for the events, our tables next to them."""
 
     kind = "postgres"
-    persistence_modules = (FACTORY_TOPIC, "eventsourcing.postgres", "postgres")
-    """The ``PERSISTENCE_MODULE`` values that select this store."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
@@ -215,7 +213,7 @@ class PostgresStore:
 
         storage = self.storage
         env = {
-            "PERSISTENCE_MODULE": FACTORY_TOPIC,
+            "PERSISTENCE_MODULE": POSTGRES_FACTORY,
             "POSTGRES_DBNAME": storage.postgres_dbname,
             "POSTGRES_HOST": storage.postgres_host,
             "POSTGRES_PORT": str(storage.postgres_port),

@@ -8,6 +8,8 @@ from typing import Any
 from incarnate.store._port import UnreadableRow
 from projections import ListingRow
 
+POSTGRES_FACTORY = "incarnate.store._postgres:Factory"
+"""The ``PERSISTENCE_MODULE`` topic of the PostgreSQL factory (importable without ``psycopg``)."""
 ROWS_TABLE = "incarnate_listing"
 TRACKING_TABLE = "incarnate_listing_tracking"
 TRACKING_NAME = "listing"

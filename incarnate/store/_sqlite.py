@@ -53,8 +53,6 @@ class SQLiteStore:
     """A SQLite file: the library's SQLite recorder, and our tables in the same file."""
 
     kind = "sqlite"
-    persistence_modules = (PERSISTENCE_MODULE, "sqlite")
-    """The ``PERSISTENCE_MODULE`` values that select this store."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
