@@ -469,16 +469,35 @@ class Instance(Aggregate):
         mapping: tuple[tuple[str, str], ...]
         fingerprint: str
         snapshot: JsonObject
+        batch: str = ""
+        """The migration batch that decided it (empty for a single operator migration)."""
+        reason: str = ""
+        """Why, as the operator gave it; events stored before these fields decode with them empty."""
 
         def apply(self, aggregate: Any) -> None:
             aggregate.record = attrs.evolve(
                 aggregate.record, snapshot=self.snapshot, fingerprint=self.fingerprint
             )
 
-    def migrate(self, mapping: tuple[tuple[str, str], ...], fingerprint: str, snapshot: JsonObject) -> None:
+    def migrate(
+        self,
+        mapping: tuple[tuple[str, str], ...],
+        fingerprint: str,
+        snapshot: JsonObject,
+        *,
+        batch: str = "",
+        reason: str = "",
+    ) -> None:
         """Replace the stored snapshot by its migrated form (validated by the caller)."""
         self._require_live("migrate")
-        self.trigger_event(self.Migrated, mapping=mapping, fingerprint=fingerprint, snapshot=snapshot)
+        self.trigger_event(
+            self.Migrated,
+            mapping=mapping,
+            fingerprint=fingerprint,
+            snapshot=snapshot,
+            batch=batch,
+            reason=reason,
+        )
 
     # --------------------------------------------------------- ownership
 

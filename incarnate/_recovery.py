@@ -176,7 +176,7 @@ def _acquire(
             detail = f"chart {record.name!r} is not registered with this engine"
             park(engine, instance_id, "unknown-chart", detail)
             return False
-        breaking = _breaking_changes(engine, record.name, record.fingerprint, chart)
+        breaking = breaking_changes(engine, record.name, record.fingerprint, chart)
         if breaking:
             park(
                 engine,
@@ -235,7 +235,7 @@ def _root_parked(engine: Engine, instance: Instance, caller: Instance | None) ->
         return False
 
 
-def _breaking_changes(engine: Engine, name: str, fingerprint: str, chart: Chart[Any]) -> tuple[str, ...]:
+def breaking_changes(engine: Engine, name: str, fingerprint: str, chart: Chart[Any]) -> tuple[str, ...]:
     if not fingerprint or fingerprint == chart.fingerprint:
         return ()
     old = engine.chart_shape(name, fingerprint)
@@ -669,7 +669,7 @@ def resolve(engine: Engine, root_id: UUID, resolution: str) -> Checkpoint | None
         chart = engine.charts.get(record.name) if record.kind is InstanceKind.CHART else None
         if record.kind is InstanceKind.CHART and chart is None:
             raise EngineError(f"chart {record.name!r} of {instance.id} is not registered")
-        if chart is not None and _breaking_changes(engine, record.name, record.fingerprint, chart):
+        if chart is not None and breaking_changes(engine, record.name, record.fingerprint, chart):
             # A compatible decode is enough once migrated; the fingerprint now matches.
             pass
         engine.plan(instance.id, chart)  # raises CheckpointError while something still does not fit

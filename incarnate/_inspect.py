@@ -1,0 +1,438 @@
+"""The operator's read model: what the CLI and the console show of a store, computed once.
+
+Every view here reads the store through an :class:`Engine` that runs no
+work: the listing (caught up first) for lists and filters, the instance
+aggregates for details. Nothing here decodes a snapshot through a chart
+unless a chart is registered for it: the stored snapshot data (JSON) is
+shown as it is, so a console or a CLI opened without ``--charts`` still
+shows an instance's context, configuration and timers.
+
+Each value has ``to_json()`` with stable snake_case keys: ids are strings,
+times are ISO-8601 UTC strings with milliseconds (and ``*_epoch`` floats
+where a client may compute with them). The keys are documented in
+``docs/reference/cli.md``; the CLI's ``--json`` output and the console's
+JSON views are these documents.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import attrs
+
+from aggregates import Instance, InstanceKind, InstanceStatus
+from incarnate.errors import UnknownInstance
+from projections import ListingRow, TreeNode, call_tree
+from statechart import Chart, JsonValue
+from statechart.errors import CodecError
+
+if TYPE_CHECKING:
+    from incarnate._engine import Engine
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in InstanceStatus)
+"""Every status a listing row can have (``parked`` and ``orphan`` included)."""
+
+INTERNAL_EVENT_PREFIXES = ("done.", "error.")
+"""Events the engine raises itself: an operator never sends them."""
+
+
+def iso(epoch: float | None) -> str | None:
+    """A store time (seconds since the epoch) as an ISO-8601 UTC string with milliseconds."""
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+
+
+# ------------------------------------------------------------------ lists
+
+
+@attrs.frozen
+class Page:
+    """One page of listing rows that passed a filter, and how many passed in all."""
+
+    rows: tuple[ListingRow, ...]
+    total: int
+    offset: int = 0
+    limit: int | None = None
+
+    @property
+    def left_off(self) -> int:
+        """How many rows that passed the filter are not on this page (after it)."""
+        return max(0, self.total - self.offset - len(self.rows))
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The page as a JSON document: ``total``, ``offset``, ``limit``, ``left_off`` and ``rows``."""
+        return {
+            "total": self.total,
+            "offset": self.offset,
+            "limit": self.limit,
+            "left_off": self.left_off,
+            "rows": [row_json(row) for row in self.rows],
+        }
+
+
+def row_json(row: ListingRow) -> dict[str, JsonValue]:
+    """One listing row as JSON: id, root, parent, kind, name, status, owner, version, changed_at."""
+    return {
+        "id": str(row.id),
+        "root": str(row.root),
+        "parent": None if row.parent is None else str(row.parent),
+        "kind": row.kind,
+        "name": row.name,
+        "status": row.status,
+        "owner": row.owner,
+        "version": row.version,
+        "changed_at": iso(row.changed_at),
+        "changed_at_epoch": row.changed_at,
+    }
+
+
+def list_instances(
+    engine: Engine,
+    *,
+    statuses: Collection[str] | None = None,
+    chart: str | None = None,
+    roots: bool = False,
+    owner: str | None = None,
+    prefix: str | None = None,
+    since: float | None = None,
+    in_flight: bool | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> Page:
+    """The listed instances that pass every filter given, newest change first, one page of them.
+
+    ``statuses`` keeps the rows with one of these statuses (see
+    :data:`STATUSES`; a status not among them raises ``ValueError`` naming
+    the valid ones); ``chart`` the rows of that chart or task name;
+    ``roots`` roots only; ``owner`` the rows that engine owns; ``prefix``
+    ids that start with it (case-insensitive); ``since`` rows changed at or
+    after that store time; ``in_flight`` unfinished (True) or finished
+    (False) rows. ``limit`` None or 0 means every row.
+    """
+    if statuses is not None:
+        unknown = sorted(set(statuses) - set(STATUSES))
+        if unknown:
+            raise ValueError(
+                f"unknown status {', '.join(map(repr, unknown))}; choose among {', '.join(STATUSES)}"
+            )
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be 0 (no limit) or more, got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be 0 or more, got {offset}")
+    engine.listing.catch_up()
+    wanted = None if statuses is None else frozenset(statuses)
+    lowered = None if prefix is None else prefix.strip().lower()
+    rows = [
+        row
+        for row in engine.listing.rows(in_flight=in_flight is True, roots=roots)
+        if (wanted is None or row.status in wanted)
+        and (chart is None or row.name == chart)
+        and (owner is None or row.owner == owner)
+        and (lowered is None or str(row.id).startswith(lowered))
+        and (since is None or row.changed_at >= since)
+        and (in_flight is not False or row.finished)
+    ]
+    # Newest change first; the listing's own order (first appearance) breaks ties.
+    order = {row.id: n for n, row in enumerate(rows)}
+    rows.sort(key=lambda row: (-row.changed_at, order[row.id]))
+    end = None if not limit else offset + limit
+    return Page(tuple(rows[offset:end]), len(rows), offset, limit or None)
+
+
+def state_counts(engine: Engine, chart_name: str) -> dict[str, int]:
+    """How many unfinished instances of a chart are in each state (every active state counts).
+
+    Each state of the chart appears, with 0 when no instance is in it; the
+    counts come from the stored snapshots, so a state an instance's stored
+    configuration names but the registered chart lacks appears too.
+    """
+    chart = engine.charts.get(chart_name)
+    counts: dict[str, int] = dict.fromkeys(chart.ids[1:], 0) if chart is not None else {}
+    engine.listing.catch_up()
+    for row in engine.listing.rows(in_flight=True):
+        if row.name != chart_name or row.kind != InstanceKind.CHART.value:
+            continue
+        with contextlib.suppress(UnknownInstance, CodecError):
+            snapshot = engine.instance(row.id, fresh=False).record.snapshot
+            for state in (snapshot or {}).get("configuration", ()):
+                counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
+# ------------------------------------------------------------ one instance
+
+
+@attrs.frozen
+class TimerView:
+    """A pending timer of a stored snapshot."""
+
+    id: str
+    event: str
+    deadline: float
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """``id``, ``event``, ``deadline`` (ISO) and ``deadline_epoch``."""
+        return {
+            "id": self.id,
+            "event": self.event,
+            "deadline": iso(self.deadline),
+            "deadline_epoch": self.deadline,
+        }
+
+
+@attrs.frozen
+class IncidentView:
+    """An incident recorded on an instance."""
+
+    kind: str
+    detail: str
+    at_version: int
+    parked: bool
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """``kind``, ``detail``, ``at_version`` and ``parked``."""
+        return {
+            "kind": self.kind,
+            "detail": self.detail,
+            "at_version": self.at_version,
+            "parked": self.parked,
+        }
+
+
+@attrs.frozen
+class InstanceDetail:
+    """Everything an operator asks of one instance, from its aggregate and the listing."""
+
+    id: UUID
+    root: UUID
+    parent: UUID | None
+    kind: str
+    name: str
+    status: str
+    owner: str
+    incarnation: int
+    version: int
+    steps: int
+    site: str | None
+    key: str | None
+    generation: int | None
+    attempt: int
+    input: JsonValue
+    context: JsonValue
+    configuration: tuple[str, ...]
+    output: JsonValue
+    error: JsonValue
+    incidents: tuple[IncidentView, ...]
+    timers: tuple[TimerView, ...]
+    cancel_reason: str | None
+    pending_messages: int
+    children: int
+    changed_at: float | None
+
+    @property
+    def is_root(self) -> bool:
+        """Whether the instance is a root (has no parent)."""
+        return self.parent is None
+
+    @property
+    def slot(self) -> str | None:
+        """``site[key]#generation`` for a child; None for a root."""
+        if self.site is None:
+            return None
+        member = f"[{self.key}]" if self.key else ""
+        return f"{self.site}{member}#{self.generation}"
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The detail as JSON; see ``docs/reference/cli.md`` for the keys."""
+        return {
+            "id": str(self.id),
+            "root": str(self.root),
+            "parent": None if self.parent is None else str(self.parent),
+            "kind": self.kind,
+            "name": self.name,
+            "status": self.status,
+            "owner": self.owner,
+            "incarnation": self.incarnation,
+            "version": self.version,
+            "steps": self.steps,
+            "site": self.site,
+            "key": self.key,
+            "generation": self.generation,
+            "attempt": self.attempt,
+            "input": self.input,
+            "context": self.context,
+            "configuration": list(self.configuration),
+            "output": self.output,
+            "error": self.error,
+            "incidents": [i.to_json() for i in self.incidents],
+            "timers": [t.to_json() for t in self.timers],
+            "cancel_reason": self.cancel_reason,
+            "pending_messages": self.pending_messages,
+            "children": self.children,
+            "changed_at": iso(self.changed_at),
+            "changed_at_epoch": self.changed_at,
+        }
+
+
+def _timers(snapshot: dict[str, Any] | None) -> tuple[TimerView, ...]:
+    timers: list[TimerView] = []
+    for timer in (snapshot or {}).get("timers", ()):
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            timers.append(TimerView(str(timer["id"]), str(timer["event"]["name"]), float(timer["deadline"])))
+    return tuple(sorted(timers, key=lambda t: t.deadline))
+
+
+def detail_of(instance: Instance, row: ListingRow | None = None) -> InstanceDetail:
+    """The detail of a loaded instance (``row``: its listing row, for the time it last changed)."""
+    record = instance.record
+    ref = record.parent
+    snapshot = record.snapshot
+    return InstanceDetail(
+        id=instance.id,
+        root=record.root,
+        parent=None if ref is None else ref.parent,
+        kind=record.kind.value,
+        name=record.name,
+        status=record.status.value,
+        owner=record.owner,
+        incarnation=record.incarnation,
+        version=instance.version,
+        steps=record.steps,
+        site=None if ref is None else ref.site,
+        key=None if ref is None else ref.key,
+        generation=None if ref is None else ref.generation,
+        attempt=record.birth.attempt if record.birth is not None else 1,
+        input=record.input,
+        context=None if snapshot is None else snapshot.get("context"),
+        configuration=tuple(str(s) for s in (snapshot or {}).get("configuration", ())),
+        output=record.output,
+        error=record.error,
+        incidents=tuple(IncidentView(i.kind, i.detail, i.at_version, i.parked) for i in record.incidents),
+        timers=_timers(snapshot),
+        cancel_reason=None if record.cancel is None else record.cancel.reason,
+        pending_messages=len(record.inbox),
+        children=len(record.activations),
+        changed_at=None if row is None else row.changed_at,
+    )
+
+
+def instance_detail(engine: Engine, instance_id: UUID) -> InstanceDetail:
+    """The detail of one instance, read fresh from the store (raises ``UnknownInstance``)."""
+    instance = engine.instance(instance_id)
+    return detail_of(instance, engine.listing.get(instance_id))
+
+
+def enabled_events(chart: Chart[Any], configuration: Iterable[str]) -> tuple[str, ...]:
+    """The event names an operator may send: those with a transition from an active state.
+
+    Eventless and delayed transitions, wildcards and the events the engine
+    raises itself (``done.*``, ``error.*``) are left out. A guard may still
+    refuse an event once its data is known: this is what the chart's
+    structure allows, in the order the chart declares the transitions.
+    """
+    active = [chart.index[s] for s in configuration if s in chart.index]
+    names: dict[str, None] = {}
+    for state in active:
+        for transition in chart.transitions[state]:
+            if transition.delay is not None:
+                continue
+            for name in transition.events:
+                if name != "*" and not name.startswith(INTERNAL_EVENT_PREFIXES):
+                    names.setdefault(name, None)
+    return tuple(names)
+
+
+# ------------------------------------------------------------- call trees
+
+
+def _configuration(engine: Engine, instance: Instance) -> tuple[str, ...]:
+    record = instance.record
+    chart = engine.charts.get(record.name)
+    if chart is None or record.kind is not InstanceKind.CHART or record.snapshot is None:
+        return ()
+    try:
+        return chart.atomic(engine.decode(chart, instance).configuration)
+    except CodecError:
+        return (f"a snapshot chart {record.name!r} does not decode",)
+
+
+def call_tree_of(engine: Engine, instance_id: UUID) -> TreeNode:
+    """The call tree under ``instance_id``, finished children included, each parent's by generation.
+
+    Configurations are the atomic states of the registered charts (none for
+    an instance whose chart is not registered).
+    """
+    tree_root = engine.instance(instance_id).record.root
+    engine.listing.catch_up()
+    born: dict[UUID, list[UUID]] = {}
+    for row in engine.listing.rows():
+        if row.root == tree_root and row.parent is not None:
+            born.setdefault(row.parent, []).append(row.id)
+    loaded: dict[UUID, Instance | None] = {}
+
+    def load(child_id: UUID) -> Instance | None:
+        if child_id not in loaded:
+            try:
+                loaded[child_id] = engine.instance(child_id)
+            except UnknownInstance:
+                loaded[child_id] = None
+        return loaded[child_id]
+
+    def generation(child_id: UUID) -> int:
+        instance = load(child_id)
+        ref = instance.record.parent if instance is not None else None
+        return ref.generation if ref is not None else 0
+
+    def children(instance: Instance) -> list[UUID]:
+        return sorted(born.get(instance.id, []), key=generation)
+
+    return call_tree(load, instance_id, configuration=lambda i: _configuration(engine, i), children=children)
+
+
+def tree_json(node: TreeNode) -> dict[str, JsonValue]:
+    """A call tree as JSON: each node's id, kind, name, status, slot facts, configuration, children."""
+    ref = node.ref
+    return {
+        "id": str(node.id),
+        "kind": node.kind,
+        "name": node.name,
+        "status": node.status.value,
+        "site": None if ref is None else ref.site,
+        "key": None if ref is None else ref.key,
+        "generation": None if ref is None else ref.generation,
+        "attempt": node.attempt,
+        "depth": node.depth,
+        "configuration": list(node.configuration),
+        "missing": [str(m) for m in node.missing],
+        "children": [tree_json(child) for child in node.children],
+    }
+
+
+def label(instance: Instance) -> str:
+    """How a timeline names an instance: its chart for a root, ``site[key]#generation`` for a child."""
+    ref = instance.record.parent
+    if ref is None:
+        return instance.record.name
+    member = f"[{ref.key}]" if ref.key else ""
+    return f"{ref.site}{member}#{ref.generation}"
+
+
+def tree_events(engine: Engine, instance_id: UUID, *, tree: bool) -> tuple[list[Instance], list[Any]]:
+    """The instances (one, or its whole call tree) and their stored events, by time.
+
+    The sort is stable: one instance's events keep their stored order.
+    """
+    instance = engine.instance(instance_id)
+    instances: Sequence[Instance]
+    if tree:
+        instances = [engine.instance(node.id) for node in call_tree_of(engine, instance.id).walk()]
+    else:
+        instances = [instance]
+    events = [event for i in instances for event in engine.events_of(i.id)]
+    events.sort(key=lambda event: event.timestamp)
+    return list(instances), events

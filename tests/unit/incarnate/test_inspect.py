@@ -1,0 +1,111 @@
+"""The operator's read model: filtered lists, one instance's detail, enabled events, trees, counts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from incarnate import Engine, Storage, TaskCall, VirtualClock
+from incarnate._inspect import (
+    call_tree_of,
+    enabled_events,
+    instance_detail,
+    list_instances,
+    state_counts,
+    tree_events,
+    tree_json,
+)
+from statechart import JsonValue
+from tests.scenarios import charts
+from tests.unit.incarnate.sample_charts import ORDER
+
+
+def decline(call: TaskCall) -> JsonValue:
+    """A charge that always fails."""
+    raise RuntimeError(f"card declined on attempt {call.attempt}")
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    """An engine over a SQLite file holding two parents (one kid each) and a charging whose task failed."""
+    engine = Engine(
+        [*charts.ALL, ORDER],
+        {"charge": decline},
+        storage=Storage.sqlite(str(tmp_path / "s.db")),
+        clock=VirtualClock(),
+    )
+    yield engine
+    engine.close()
+
+
+def _fill(engine: Engine) -> tuple[list[UUID], UUID]:
+    clock = engine.clock
+    assert isinstance(clock, VirtualClock)
+    parents: list[UUID] = [engine.start("parent", {"members": [name]}) for name in ("a", "b")]
+    charging: UUID = engine.start("charging")
+    engine.run_until_idle()
+    for _ in range(3):  # the retries fall due on the engine's clock
+        clock.advance(10.0)
+        engine.run_until_idle()
+    return parents, charging
+
+
+def test_filters_by_status_chart_root_prefix_and_pages(engine: Engine) -> None:
+    """Each filter keeps only the rows it names; a page knows the total and how many it left off."""
+    parents, _ = _fill(engine)
+    roots = list_instances(engine, roots=True)
+    assert {r.name for r in roots.rows} == {"parent", "charging"}
+    kids = list_instances(engine, chart="kid")
+    assert kids.total == 2 and {r.parent for r in kids.rows} == set(parents)
+    prefix = str(parents[0])[:8].upper()
+    assert [r.id for r in list_instances(engine, prefix=prefix).rows] == [parents[0]]
+    page = list_instances(engine, limit=2, offset=1)
+    assert len(page.rows) == 2 and page.left_off == page.total - 3
+    assert page.to_json()["left_off"] == page.left_off
+    failed = list_instances(engine, statuses=["failed"])
+    assert {r.kind for r in failed.rows} == {"task"}
+    assert list_instances(engine, since=10**12).total == 0
+    with pytest.raises(ValueError, match="unknown status 'sleeping'; choose among born, running"):
+        list_instances(engine, statuses=["sleeping"])
+
+
+def test_a_failed_task_shows_its_error_and_a_chart_its_context(engine: Engine) -> None:
+    """The detail of a failed task carries the error; a chart's carries its stored context and timers."""
+    parents, _ = _fill(engine)
+    failed = list_instances(engine, statuses=["failed"]).rows
+    assert len(failed) == 3  # one incarnation per attempt
+    detail = max((instance_detail(engine, row.id) for row in failed), key=lambda d: d.attempt)
+    assert "card declined" in json.dumps(detail.error)
+    assert detail.kind == "task" and detail.site == "charge" and detail.slot == "charge#3"
+    parent = instance_detail(engine, parents[0])
+    assert parent.context == {"members": ["a"], "results": [], "note": ""}
+    assert "gathering" in parent.configuration and parent.is_root
+    document = parent.to_json()
+    assert document["id"] == str(parents[0]) and document["children"] == 1
+    json.dumps(document)  # a JSON document through and through
+
+
+def test_enabled_events_are_the_sendable_ones_of_the_active_states(engine: Engine) -> None:
+    """Events with a transition from an active state, without delayed, wildcard or internal ones."""
+    assert enabled_events(ORDER, ["cart"]) == ("checkout",)
+    assert enabled_events(ORDER, ["payment", "payment.pending"]) == ("paid",)
+    assert enabled_events(ORDER, ["shipped"]) == ()
+    assert enabled_events(ORDER, ["no-such-state"]) == ()
+
+
+def test_trees_events_and_state_counts(engine: Engine) -> None:
+    """The call tree lists each kid under its parent; the timeline interleaves them; counts count states."""
+    parents = [engine.start("parent", {"members": [name]}) for name in ("a", "b")]
+    engine.run_until_idle()
+    tree = call_tree_of(engine, parents[0])
+    assert [node.name for node in tree.walk()] == ["parent", "kid"]
+    assert tree_json(tree)["children"][0]["site"] == "team"  # type: ignore[index,call-overload]
+    instances, events = tree_events(engine, parents[0], tree=True)
+    assert len(instances) == 2 and {e.originator_id for e in events} == {i.id for i in instances}
+    assert [e.timestamp for e in events] == sorted(e.timestamp for e in events)
+    counts = state_counts(engine, "parent")
+    assert counts["gathering"] == 2 and counts["reviewing"] == 0
