@@ -12,6 +12,7 @@ from incarnate._engine import Engine
 from incarnate._handles import InstanceCancelled, InstanceFailed, InstanceHandle, SendReceipt, StepOutcome
 from incarnate._listing import Listing
 from incarnate._manager import RecoveryManager, RecoverySettings, SweepReport
+from incarnate._migration import InstanceVerdict, MigrationReport, Verdict
 from incarnate._ownership import TakeOver
 from incarnate._process import Decision
 from incarnate._recovery import MigrationRejected, ParkedRoot
@@ -46,8 +47,10 @@ __all__ = [
     "InstanceFailed",
     "InstanceHandle",
     "InstanceTerminated",
+    "InstanceVerdict",
     "Listing",
     "MigrationRejected",
+    "MigrationReport",
     "NotARoot",
     "ParkedRoot",
     "PayloadTooLarge",
@@ -67,6 +70,7 @@ __all__ = [
     "ThreadedRunner",
     "TreeHeld",
     "UnknownInstance",
+    "Verdict",
     "VirtualClock",
     "Worker",
 ]

@@ -11,7 +11,7 @@ import sqlite3
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 from uuid import UUID
@@ -41,6 +41,7 @@ from incarnate._clock import Clock, SystemClock
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
+from incarnate._migration import DEFAULT_BATCH_SIZE, InstanceVerdict, MigrationReport, apply, check
 from incarnate._ownership import TakeOver, is_live, take_over
 from incarnate._process import Decision, decide
 from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
@@ -809,6 +810,43 @@ class Engine(Application[UUID]):
         must fit the chart. Returns the root's checkpoint once it runs again.
         """
         return migrate(self, instance_id, mapping)
+
+    def check(
+        self,
+        *,
+        chart: str | None = None,
+        mapping: Mapping[str, str] | None = None,
+        ids: Collection[UUID] | None = None,
+    ) -> list[InstanceVerdict]:
+        """What would become of every live chart instance under the charts registered here; writes nothing.
+
+        Open an engine with the *new* charts over the store and ask before
+        deploying them: each instance resumes, migrates (under ``mapping``),
+        needs a mapping, parks, or is held by a live worker, with the reasons
+        (see :mod:`incarnate._migration`). ``chart`` and ``ids`` narrow it.
+        """
+        return check(self, chart=chart, mapping=mapping, ids=ids)
+
+    def migrate_all(
+        self,
+        chart: str,
+        mapping: Mapping[str, str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        reason: str = "migrated by an operator",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> MigrationReport:
+        """Migrate every live instance of ``chart`` that :meth:`check` judges *migrates*, in atomic batches.
+
+        Each decision is recorded on its instance (a ``Migrated`` event with
+        the batch id and ``reason``) in the commit that changes it; a batch of
+        ``batch_size`` is one commit, so a crash leaves each instance migrated
+        or untouched and running it again finishes the work. Parked roots
+        whose trees then fit are resolved.
+        """
+        return apply(
+            self, chart=chart, mapping=mapping, batch_size=batch_size, reason=reason, progress=progress
+        )
 
     def resolve(self, root_id: UUID, resolution: str = "resolved by an operator") -> Checkpoint | None:
         """Unpark a root whose tree now decodes (e.g. after registering a compatible chart)."""
