@@ -1,0 +1,60 @@
+"""``incarnate console``: serve the operator's web console over a store with uvicorn.
+
+The console binds 127.0.0.1 by default. It refuses any other host unless
+every request must carry a token (``--token``, or ``INCARNATE_CONSOLE_TOKEN``)
+or it is read-only (``--read-only``), and says so naming both fixes.
+"""
+
+from __future__ import annotations
+
+import click
+
+from incarnate._command import CommandError, redact
+from incarnate.cli._store import DB_HELP, command_storage, load_charts
+from incarnate.console._security import TOKEN_VARIABLE, binding_problem
+
+
+@click.command(
+    "console",
+    help="Serve the operator's web console: instances, call trees, timelines, diagrams and actions.",
+)
+@click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)
+@click.option("--host", default="127.0.0.1", show_default=True, help="the address to listen on")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="the port")
+@click.option(
+    "--token",
+    envvar=TOKEN_VARIABLE,
+    metavar="TOKEN",
+    help=f"require this token on every request (default: ${TOKEN_VARIABLE}); open /?token=TOKEN once",
+)
+@click.option("--read-only", is_flag=True, help="offer no actions; refuse every POST")
+@click.option(
+    "--charts",
+    metavar="MODULE:ATTR",
+    help="import path of the charts the instances were started with (optional: without them the "
+    "console draws the shapes the store recorded and shows no decoded ResumePlan)",
+)
+def command(
+    db: str | None, host: str, port: int, token: str | None, read_only: bool, charts: str | None
+) -> None:
+    """Serve the console until interrupted."""
+    problem = binding_problem(host, token=token, read_only=read_only)
+    if problem is not None:
+        raise click.UsageError(problem)
+    import uvicorn
+
+    from incarnate.console._app import create_app
+
+    try:
+        storage = command_storage(db)
+        loaded = load_charts(charts) if charts else []
+    except CommandError as err:
+        raise click.UsageError(str(err)) from err
+    app = create_app(storage, charts=loaded, read_only=read_only, token=token)
+    mode = "read-only" if read_only else "actions enabled"
+    guard = "token required" if token else "no token"
+    click.echo(
+        f"incarnate console on http://{host}:{port}/ over {redact(storage.describe())} ({mode}, {guard})",
+        err=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

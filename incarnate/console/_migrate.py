@@ -1,0 +1,85 @@
+"""The console's migration: a dry run of :func:`incarnate._migration.check` first, then ``apply``.
+
+The dry run is shown with the verdict on every live instance of the chart;
+only that page carries the apply button, and its form carries a proof
+(see :meth:`~incarnate.console._security.Secrets.proof`) that this console
+showed the dry run of exactly this mapping. ``apply`` takes its verdicts
+anew anyway, so a dry run never goes stale.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from incarnate._engine import Engine
+from incarnate._migration import InstanceVerdict, apply, check, summary
+from statechart import JsonValue
+from statechart.errors import IncarnateError
+
+
+def parse_mapping(text: str) -> dict[str, str]:
+    """The mapping of ``OLD=NEW`` pairs, one per line or separated by commas; raises ``ValueError``."""
+    mapping: dict[str, str] = {}
+    for raw in text.replace(",", "\n").splitlines():
+        pair = raw.strip()
+        if not pair:
+            continue
+        old, equals, new = (part.strip() for part in pair.partition("="))
+        if not equals or not old or not new or "=" in new:
+            raise ValueError(
+                f"{pair!r} is not OLD=NEW; write the stored state's id, '=', and the id of the state of "
+                "the new chart it becomes, e.g. gathering=collecting"
+            )
+        if mapping.get(old, new) != new:
+            raise ValueError(f"{old!r} is mapped twice ({mapping[old]!r} and {new!r}); map each state once")
+        mapping[old] = new
+    return mapping
+
+
+@attrs.frozen
+class MigrationView:
+    """A dry run: the verdicts on the chart's live instances, or why none could be taken."""
+
+    chart: str
+    mapping: dict[str, str]
+    verdicts: tuple[InstanceVerdict, ...] = ()
+    error: str | None = None
+
+    @property
+    def counts(self) -> dict[str, JsonValue]:
+        """How many instances got each verdict."""
+        return summary(self.verdicts)
+
+    @property
+    def applicable(self) -> bool:
+        """Whether applying would write anything: some instance migrates."""
+        return self.error is None and any(v.verdict.value == "migrates" for v in self.verdicts)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The dry run as JSON: chart, mapping, error, summary and verdicts."""
+        return {
+            "chart": self.chart,
+            "mapping": dict(self.mapping),
+            "error": self.error,
+            "summary": self.counts,
+            "verdicts": [v.to_json() for v in self.verdicts],
+        }
+
+
+def dry_run(engine: Engine, chart: str, mapping: dict[str, str]) -> MigrationView:
+    """What applying ``mapping`` to the live instances of ``chart`` would do; writes nothing."""
+    try:
+        verdicts = check(engine, chart=chart, mapping=mapping)
+    except IncarnateError as err:
+        return MigrationView(chart, mapping, error=str(err))
+    return MigrationView(chart, mapping, tuple(verdicts))
+
+
+def apply_migration(engine: Engine, chart: str, mapping: dict[str, str]) -> str:
+    """Apply ``mapping`` to the live instances of ``chart``; what was done, in one sentence."""
+    report = apply(engine, chart=chart, mapping=mapping, reason="migrated from the console")
+    skipped = f"; {len(report.skipped)} skipped (written concurrently)" if report.skipped else ""
+    return (
+        f"migration {report.batch} of chart {chart!r}: {len(report.migrated)} instance(s) migrated, "
+        f"{len(report.resolved)} parked root(s) resolved{skipped}"
+    )

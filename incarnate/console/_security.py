@@ -1,0 +1,251 @@
+"""What keeps the console safe to open: the binding rule, the token, CSRF and the response headers.
+
+- :func:`binding_problem` refuses a console on a host other than the
+  loopback unless it asks for a token or is read-only.
+- :class:`Guard`, an ASGI middleware, checks the token on every request
+  (``?token=`` once sets an HttpOnly SameSite=Strict cookie; or
+  ``Authorization: Bearer``), refuses every POST in read-only mode and
+  every POST whose Origin (or Referer) is not this console, and sets the
+  security headers, with a fresh nonce per response for the one inline
+  script the pages carry.
+- :class:`Secrets` holds the per-process secret that CSRF form tokens and
+  migration dry-run proofs are derived from; :meth:`Secrets.check_form`
+  checks a form's token in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from http.cookies import SimpleCookie
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+TOKEN_VARIABLE = "INCARNATE_CONSOLE_TOKEN"
+"""The environment variable ``incarnate console`` reads a token from when ``--token`` is not given."""
+
+TOKEN_COOKIE = "incarnate_console_token"
+CSRF_FIELD = "csrf_token"
+"""The name of the hidden field every console form carries."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Refused(Exception):
+    """A request the console will not serve: the status and the message to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def binding_problem(host: str, *, token: str | None, read_only: bool) -> str | None:
+    """Why a console may not listen on ``host`` as configured; None when it may."""
+    if is_loopback(host) or token or read_only:
+        return None
+    return (
+        f"refusing to serve the console on {host!r}: anyone who reaches that address could change "
+        "instances. Pass --token TOKEN (or set INCARNATE_CONSOLE_TOKEN) so that every request must "
+        "carry it, or --read-only to offer no actions; or bind --host 127.0.0.1"
+    )
+
+
+class Secrets:
+    """The per-process secret and what is derived from it."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.token = token or None
+        self._key = secrets.token_bytes(32)
+
+    def _mac(self, *parts: str) -> str:
+        message = "\x00".join(parts).encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+    def csrf_token(self) -> str:
+        """The token every form of this process carries (checked by :meth:`check_form`)."""
+        return self._mac("csrf")
+
+    def check_form(self, value: object) -> None:
+        """Raise :class:`Refused` (403) unless ``value`` is this process's CSRF token."""
+        if not isinstance(value, str) or not hmac.compare_digest(value, self.csrf_token()):
+            raise Refused(
+                403,
+                "refused: the form's CSRF token is missing or wrong (the console was restarted, or the "
+                "form did not come from this console); reload the page and submit it again",
+            )
+
+    def proof(self, *parts: str) -> str:
+        """A value only this process can make for ``parts`` (a dry run that was shown)."""
+        return self._mac("proof", *parts)
+
+    def check_proof(self, value: object, *parts: str) -> bool:
+        """Whether ``value`` is :meth:`proof` of ``parts``."""
+        return isinstance(value, str) and hmac.compare_digest(value, self.proof(*parts))
+
+    def token_matches(self, value: str | None) -> bool:
+        """Whether ``value`` is the console's token (constant time)."""
+        if self.token is None or value is None:
+            return False
+        return hmac.compare_digest(value.encode(), self.token.encode())
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+
+
+def security_headers(nonce: str) -> list[tuple[bytes, bytes]]:
+    """The headers on every response: the CSP (inline script only by ``nonce``) and its companions."""
+    policy = (
+        "default-src 'none'; "
+        f"script-src 'nonce-{nonce}'; "
+        "style-src 'self'; "
+        "img-src 'self' data:; "
+        "connect-src 'self'; "
+        "form-action 'self'; "
+        "frame-ancestors 'none'; "
+        "base-uri 'none'"
+    )
+    return [
+        (b"content-security-policy", policy.encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"x-frame-options", b"DENY"),
+        (b"referrer-policy", b"same-origin"),
+        (b"cache-control", b"no-store"),
+    ]
+
+
+class Guard:
+    """ASGI middleware: the token, read-only and same-origin rules, and the security headers."""
+
+    def __init__(self, app: ASGIApp, *, secrets: Secrets, read_only: bool) -> None:
+        self.app = app
+        self.secrets = secrets
+        self.read_only = read_only
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        nonce = secrets.token_urlsafe(16)
+        scope.setdefault("state", {})["nonce"] = nonce
+        extra = security_headers(nonce)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        try:
+            redirect = self._authenticate(scope)
+            if scope["method"] not in ("GET", "HEAD"):
+                self._check_post(scope)
+        except Refused as refused:
+            await _plain(send_with_headers, refused.status, refused.message)
+            return
+        if redirect is not None:
+            await _redirect_with_cookie(send_with_headers, redirect, self.secrets.token or "", scope)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    def _authenticate(self, scope: Scope) -> str | None:
+        """Raise :class:`Refused` without the token; a URL to redirect to when ``?token=`` set it."""
+        if self.secrets.token is None:
+            return None
+        headers = _headers(scope)
+        authorization = headers.get("authorization", "")
+        if authorization.lower().startswith("bearer ") and self.secrets.token_matches(authorization[7:]):
+            return None
+        cookie = SimpleCookie()
+        cookie.load(headers.get("cookie", ""))
+        if TOKEN_COOKIE in cookie and self.secrets.token_matches(cookie[TOKEN_COOKIE].value):
+            return None
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given = [value for key, value in query if key == "token"]
+        if given and scope["method"] in ("GET", "HEAD") and self.secrets.token_matches(given[-1]):
+            # Take the token out of the address: it would stay in the history and in logs.
+            rest = urlencode([(key, value) for key, value in query if key != "token"])
+            path = str(scope.get("root_path", "")) + str(scope["path"])
+            return path + (f"?{rest}" if rest else "")
+        status = 403 if given or authorization or TOKEN_COOKIE in cookie else 401
+        raise Refused(
+            status,
+            "this console needs its token: open it once as /?token=TOKEN (a cookie then keeps it), or send "
+            "the header 'Authorization: Bearer TOKEN'",
+        )
+
+    def _check_post(self, scope: Scope) -> None:
+        if self.read_only:
+            raise Refused(
+                403, "refused: this console is read-only (started with --read-only); it changes nothing"
+            )
+        headers = _headers(scope)
+        host = headers.get("host", "")
+        origin = headers.get("origin") or headers.get("referer")
+        if not origin:
+            raise Refused(
+                403,
+                "refused: the request names no Origin or Referer, so it cannot be shown to come from this "
+                "console; submit the console's own form from a browser",
+            )
+        if origin == "null" or urlsplit(origin).netloc.lower() != host.lower():
+            raise Refused(
+                403,
+                f"refused: the request comes from {origin!r}, not from this console ({host!r}); "
+                "cross-site requests are not accepted",
+            )
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _redirect_with_cookie(send: Send, location: str, token: str, scope: Scope) -> None:
+    cookie = SimpleCookie()
+    cookie[TOKEN_COOKIE] = token
+    morsel = cookie[TOKEN_COOKIE]
+    morsel["httponly"] = True
+    morsel["samesite"] = "Strict"
+    morsel["path"] = "/"
+    if scope.get("scheme") == "https":
+        morsel["secure"] = True
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [
+                (b"location", location.encode("latin-1")),
+                (b"set-cookie", morsel.OutputString().encode("latin-1")),
+                (b"content-length", b"0"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})

@@ -1,0 +1,410 @@
+"""The console application over a real SQLite store made by running charts, through Starlette's TestClient."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from starlette.testclient import TestClient
+
+from incarnate import Engine, Storage
+from incarnate.console import command, create_app
+from incarnate.console._diagram import diagram_svg
+from incarnate.console._security import TOKEN_COOKIE, binding_problem
+from statechart import Chart, final, state, transition
+from tests.console.charts import CHARTS, GATE, XSS, Note, Store, make_store
+from tests.stores import storage_for
+
+ORIGIN = "http://testserver"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """A fresh store with an order at its approval gate and three gates."""
+    return make_store(tmp_path / "console.db")
+
+
+@pytest.fixture
+def client(store: Store) -> Iterator[TestClient]:
+    """A client of a console with actions, over ``store``, with the charts registered."""
+    with TestClient(create_app(str(store.path), charts=CHARTS)) as client:
+        yield client
+
+
+def csrf(html: str) -> str:
+    """The CSRF token of the first form on a page."""
+    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', html)
+    assert found is not None, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+def post(client: TestClient, url: str, data: dict[str, str], **headers: str) -> Any:
+    """POST a form as the console's own page would, without following the redirect."""
+    return client.post(url, data=data, headers={"origin": ORIGIN, **headers}, follow_redirects=False)
+
+
+def flash_of(client: TestClient, response: Any) -> str:
+    """The flash message the page a POST redirected to shows."""
+    assert response.status_code == 303, response.text
+    page = client.get(response.headers["location"]).text
+    found = re.search(r'<p class="flash (ok|error)" role="status">(.*?)</p>', page, re.S)
+    assert found is not None, "the page shows no flash message"
+    return f"{found.group(1)}: {found.group(2)}"
+
+
+def inbox(path: Path, instance_id: uuid.UUID) -> list[str]:
+    """The names of the events waiting in an instance's inbox, read by a separate engine."""
+    engine = Engine([GATE], {}, storage=Storage.sqlite(str(path)))
+    try:
+        return [message.event.name for message in engine.instance(instance_id).record.inbox]
+    finally:
+        engine.close()
+
+
+# ------------------------------------------------------------------ pages
+
+
+def test_instances_page_lists_every_instance(client: TestClient, store: Store) -> None:
+    """The instances page shows each instance with its chart, status and time of change."""
+    page = client.get("/")
+    assert page.status_code == 200
+    for instance_id in (store.order, store.gate, store.approved, store.cancelled):
+        assert f'href="/instances/{instance_id}"' in page.text
+    assert "packer" in page.text and "charge_card" in page.text
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}", page.text), "no changed_at time shown"
+
+
+def test_instance_page_shows_tree_timeline_plan_and_highlighted_diagram(
+    client: TestClient, store: Store
+) -> None:
+    """An instance's page shows its call tree, the tree's timeline, its ResumePlan and its active states."""
+    page = client.get(f"/instances/{store.order}").text
+    assert 'class="state atomic active" data-state="awaiting_approval"' in page
+    assert 'class="state final" data-state="shipped"' in page
+    assert page.count('href="/instances/') > 6, "the call tree lists the packers and the charges"
+    assert "Birth pack[teapot] gen 1 attempt 1" in page
+    assert "ChildRetry charge[] gen 4 -&gt; attempt 2" in page
+    assert "ResumePlan" in page and "awaiting_approval" in page
+    assert '<option value="approve">approve</option>' in page
+    assert '<option value="reject">reject</option>' in page
+
+
+def test_instance_json_has_detail_tree_timeline_and_enabled_events(client: TestClient, store: Store) -> None:
+    """``?format=json`` on an instance gives its detail, call tree, timeline, plan and enabled events."""
+    document = client.get(f"/instances/{store.order}?format=json").json()
+    assert document["instance"]["configuration"] == ["awaiting_approval"]
+    assert [child["name"] for child in document["tree"]["children"]].count("packer") == 3
+    assert document["enabled_events"] == ["approve", "reject"]
+    assert document["plan"]["status"] == "running"
+    assert any(entry["event"] == "ChildRetry" for entry in document["timeline"])
+
+
+def test_chart_page_counts_instances_per_state(client: TestClient, store: Store) -> None:
+    """A chart's page draws its states with how many unfinished instances are in each."""
+    page = client.get("/charts/gate")
+    assert page.status_code == 200
+    assert 'class="state atomic active" data-state="waiting"' in page.text
+    assert client.get("/charts/gate?format=json").json()["counts"] == {
+        "waiting": 1,
+        "approved": 0,
+        "rejected": 0,
+    }
+    assert client.get("/charts/nothing").status_code == 404
+
+
+def test_unknown_instance_is_404(client: TestClient) -> None:
+    """An id no instance has, or no id at all, answers 404 with a message."""
+    assert client.get(f"/instances/{uuid.uuid4()}").status_code == 404
+    assert client.get("/instances/not-an-id").status_code == 404
+
+
+def test_pages_without_charts_draw_the_recorded_shapes(store: Store) -> None:
+    """Without ``charts`` the console still draws a chart from the shape the store recorded."""
+    with TestClient(create_app(str(store.path))) as client:
+        page = client.get(f"/instances/{store.gate}").text
+        assert 'class="state atomic active" data-state="waiting"' in page
+        assert '<option value="approve">approve</option>' in page
+
+
+# ---------------------------------------------------------------- filters
+
+
+def ids(client: TestClient, query: str) -> set[str]:
+    """The ids of the listing rows a query selects, from the JSON view."""
+    document = client.get(f"/?{query}&format=json").json()
+    return {row["id"] for row in document["rows"]}
+
+
+def test_filters_select_by_status_chart_root_owner_and_prefix(client: TestClient, store: Store) -> None:
+    """Each filter of the instances page keeps exactly the rows that pass it."""
+    everything = client.get("/?format=json").json()
+    assert everything["total"] == 9
+    assert ids(client, "status=cancelled") == {str(store.cancelled)}
+    assert ids(client, "chart=gate") == {str(store.gate), str(store.approved), str(store.cancelled)}
+    assert ids(client, "roots=1") == {
+        str(store.order),
+        str(store.gate),
+        str(store.approved),
+        str(store.cancelled),
+    }
+    assert ids(client, "state=in_flight") == {str(store.order), str(store.gate)}
+    assert ids(client, f"q={str(store.gate)[:8]}") == {str(store.gate)}
+    owner = everything["rows"][0]["owner"]
+    assert len(ids(client, f"owner={owner}")) == 9
+    assert ids(client, "owner=nobody") == set()
+    assert ids(client, "status=parked") == set()
+    assert ids(client, "status=orphan") == set()
+    assert client.get("/?status=sleeping").status_code == 400
+
+
+def test_paging_splits_the_rows(client: TestClient) -> None:
+    """``limit`` and ``offset`` page through the rows without losing or repeating one."""
+    first = client.get("/?limit=4&format=json").json()
+    second = client.get("/?limit=4&offset=4&format=json").json()
+    third = client.get("/?limit=4&offset=8&format=json").json()
+    seen = [row["id"] for page in (first, second, third) for row in page["rows"]]
+    assert len(seen) == len(set(seen)) == 9
+    assert first["left_off"] == 5
+    assert "older →" in client.get("/?limit=4").text
+    assert client.get("/?limit=0").status_code == 400
+
+
+def test_table_fragment_is_the_filtered_table(client: TestClient, store: Store) -> None:
+    """The fragment the live refresh fetches is the filtered table alone, without the page around it."""
+    fragment = client.get("/instances/table?chart=gate").text
+    assert fragment.startswith('<div id="table">')
+    assert str(store.gate) in fragment and str(store.order) not in fragment
+    assert "<script" not in fragment
+
+
+# ------------------------------------------------------------------ safety
+
+
+def test_a_public_host_needs_a_token_or_read_only(store: Store) -> None:
+    """Binding any host but the loopback without a token or read-only refuses to start, naming both fixes."""
+    problem = binding_problem("0.0.0.0", token=None, read_only=False)
+    assert problem is not None and "--token" in problem and "--read-only" in problem
+    assert binding_problem("127.0.0.1", token=None, read_only=False) is None
+    assert binding_problem("::1", token=None, read_only=False) is None
+    assert binding_problem("0.0.0.0", token="t", read_only=False) is None
+    assert binding_problem("0.0.0.0", token=None, read_only=True) is None
+    result = CliRunner().invoke(command, ["--db", str(store.path), "--host", "0.0.0.0"], env={})
+    assert result.exit_code == 2
+    assert "--token" in result.output and "--read-only" in result.output
+
+
+def test_with_a_token_every_request_needs_it(store: Store) -> None:
+    """With a token, a request without it is refused; the header, or ``?token=`` once (a cookie), opens it."""
+    app = create_app(str(store.path), charts=CHARTS, token="open-sesame")
+    with TestClient(app) as client:
+        assert client.get("/").status_code == 401
+        assert client.get(f"/instances/{store.gate}?format=json").status_code == 401
+        assert client.get("/static/console.css").status_code == 401
+        assert client.get("/", headers={"authorization": "Bearer wrong"}).status_code == 403
+        assert client.get("/?token=wrong").status_code == 403
+        assert client.get("/", headers={"authorization": "Bearer open-sesame"}).status_code == 200
+        opened = client.get("/?token=open-sesame&chart=gate", follow_redirects=False)
+        assert opened.status_code == 303
+        assert opened.headers["location"] == "/?chart=gate"
+        cookie = opened.headers["set-cookie"]
+        assert f"{TOKEN_COOKIE}=open-sesame" in cookie
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert client.get("/").status_code == 200  # the cookie now carries it
+
+
+def test_read_only_refuses_every_post(store: Store) -> None:
+    """A read-only console offers no forms and refuses every POST, even one with a valid CSRF token."""
+    with TestClient(create_app(str(store.path), charts=CHARTS)) as writable:
+        token = csrf(writable.get(f"/instances/{store.gate}").text)
+    with TestClient(create_app(str(store.path), charts=CHARTS, read_only=True)) as client:
+        page = client.get(f"/instances/{store.gate}").text
+        assert '<form method="post"' not in page and "read-only" in page
+        for action in ("send", "cancel", "terminate", "resolve"):
+            answer = post(
+                client, f"/instances/{store.gate}/{action}", {"csrf_token": token, "event": "approve"}
+            )
+            assert answer.status_code == 403, action
+            assert "read-only" in answer.text
+        assert post(client, "/charts/gate/migrate", {"csrf_token": token}).status_code == 403
+    assert inbox(store.path, store.gate) == []
+
+
+def test_csrf_token_and_origin_are_checked(client: TestClient, store: Store) -> None:
+    """A POST without the form's CSRF token, with a wrong one, or from another origin is refused (403)."""
+    url = f"/instances/{store.gate}/send"
+    token = csrf(client.get(f"/instances/{store.gate}").text)
+    missing = post(client, url, {"event": "approve"})
+    assert missing.status_code == 403 and "CSRF" in missing.text
+    assert post(client, url, {"event": "approve", "csrf_token": "0" * 64}).status_code == 403
+    foreign = post(client, url, {"event": "approve", "csrf_token": token}, origin="http://evil.example")
+    assert foreign.status_code == 403 and "evil.example" in foreign.text
+    no_origin = client.post(url, data={"event": "approve", "csrf_token": token}, follow_redirects=False)
+    assert no_origin.status_code == 403 and "Origin" in no_origin.text
+    referer = client.post(
+        url,
+        data={"event": "approve", "csrf_token": token},
+        headers={"referer": f"{ORIGIN}/instances/{store.gate}"},
+        follow_redirects=False,
+    )
+    assert referer.status_code == 303
+    assert inbox(store.path, store.gate) == ["approve"]
+
+
+def test_security_headers_on_every_response(client: TestClient) -> None:
+    """Every response forbids inline script but by nonce, sniffing and framing, and limits the referrer."""
+    page = client.get("/")
+    policy = page.headers["content-security-policy"]
+    nonce = re.search(r"'nonce-([^']+)'", policy)
+    assert nonce is not None and "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
+    assert f'<script nonce="{nonce.group(1)}">' in page.text
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["referrer-policy"] == "same-origin"
+    assert client.get("/nowhere").headers["x-frame-options"] == "DENY"
+
+
+def test_stored_markup_is_shown_as_text(client: TestClient, store: Store) -> None:
+    """A context value holding a script and an image tag is shown escaped, never as markup."""
+    page = client.get(f"/instances/{store.gate}").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert page.count("<script") == 1  # the console's own, with its nonce
+    fragment = client.get("/instances/table").text
+    assert "<img" not in fragment
+    assert client.get(f"/instances/{store.gate}?format=json").json()["instance"]["context"] == {"text": XSS}
+
+
+def test_diagram_escapes_labels_and_marks_active_states() -> None:
+    """The SVG escapes every label and gives active states the class ``active`` and a visible stroke."""
+    svg = diagram_svg(GATE.shape, ["waiting"], counts={"waiting": 2})
+    assert '<g class="state atomic active" data-state="waiting">' in svg
+    assert 'stroke="#d9480f" stroke-width="3"' in svg
+    assert '<g class="state final" data-state="approved">' in svg
+    assert ">2</text>" in svg
+    assert "<script" not in diagram_svg(GATE.shape, ['"><script>'])
+
+
+@pytest.mark.postgres
+def test_database_credentials_never_appear(tmp_path: Path) -> None:
+    """Over a PostgreSQL URL with a password, no page, JSON view or message shows the password."""
+    with storage_for("postgres", tmp_path) as storage:
+        password = f"pw-{uuid.uuid4().hex[:12]}"
+        url = (
+            f"postgresql://{storage.postgres_user}:{password}@{storage.postgres_host}:"
+            f"{storage.postgres_port}/{storage.postgres_dbname}?schema={storage.postgres_schema}"
+        )
+        engine = Engine([GATE], {}, storage=Storage.from_url(url))
+        try:
+            gate = engine.start("gate", {"text": "check"}).id
+            engine.run_until_idle()
+        finally:
+            engine.close()
+        with TestClient(create_app(url, charts=[GATE])) as client:
+            token = csrf(client.get(f"/instances/{gate}").text)
+            answers = [
+                client.get("/"),
+                client.get("/?format=json"),
+                client.get(f"/instances/{gate}"),
+                client.get(f"/instances/{gate}?format=json"),
+                client.get("/charts/gate"),
+            ]
+            refused = post(client, f"/instances/{gate}/send", {"csrf_token": token, "event": "nope"})
+            answers.append(client.get(refused.headers["location"]))
+            assert storage.postgres_host in answers[0].text  # the store is named ...
+            for answer in answers:
+                assert password not in answer.text  # ... but never its password
+
+
+# ---------------------------------------------------------------- actions
+
+
+def test_sending_an_enabled_event_appends_to_the_inbox(client: TestClient, store: Store) -> None:
+    """Sending an event the configuration has a transition for is accepted into the inbox, with its data."""
+    token = csrf(client.get(f"/instances/{store.gate}").text)
+    answer = post(
+        client,
+        f"/instances/{store.gate}/send",
+        {"csrf_token": token, "event": "approve", "data": '{"by": "ops"}'},
+    )
+    assert flash_of(client, answer).startswith("ok: accepted &#39;approve&#39;")
+    engine = Engine([GATE], {}, storage=Storage.sqlite(str(store.path)))
+    try:
+        (message,) = engine.instance(store.gate).record.inbox
+        assert (message.event.name, message.event.data) == ("approve", {"by": "ops"})
+    finally:
+        engine.close()
+
+
+def test_a_disabled_event_or_bad_data_is_refused(client: TestClient, store: Store) -> None:
+    """An event with no transition from the configuration, or data that is not JSON, is refused, not sent."""
+    token = csrf(client.get(f"/instances/{store.gate}").text)
+    url = f"/instances/{store.gate}/send"
+    disabled = flash_of(client, post(client, url, {"csrf_token": token, "event": "checkout"}))
+    assert disabled.startswith("error:") and "approve, reject" in disabled
+    internal = flash_of(client, post(client, url, {"csrf_token": token, "event": "done.invoke.x"}))
+    assert internal.startswith("error:")
+    bad = flash_of(client, post(client, url, {"csrf_token": token, "event": "approve", "data": "{oops"}))
+    assert bad.startswith("error:") and "JSON" in bad
+    finished = flash_of(
+        client, post(client, f"/instances/{store.approved}/send", {"csrf_token": token, "event": "approve"})
+    )
+    assert finished.startswith("error:")
+    assert inbox(store.path, store.gate) == []
+
+
+def test_cancel_terminate_and_resolve(client: TestClient, store: Store) -> None:
+    """Cancel asks an instance to stop, terminate ends a root's tree, resolve refuses a root not parked."""
+    token = csrf(client.get(f"/instances/{store.gate}").text)
+    cancelled = flash_of(client, post(client, f"/instances/{store.gate}/cancel", {"csrf_token": token}))
+    assert cancelled.startswith("ok: cancel of")
+    resolve = flash_of(client, post(client, f"/instances/{store.order}/resolve", {"csrf_token": token}))
+    assert resolve.startswith("error:") and "not parked" in resolve
+    ended = flash_of(client, post(client, f"/instances/{store.order}/terminate", {"csrf_token": token}))
+    assert ended.startswith("ok: terminated the call tree")
+    assert client.get(f"/instances/{store.order}?format=json").json()["instance"]["status"] == "cancelled"
+    child = client.get(f"/instances/{store.order}?format=json").json()["tree"]["children"][0]["id"]
+    refused = flash_of(client, post(client, f"/instances/{child}/terminate", {"csrf_token": token}))
+    assert refused.startswith("error:") and "child" in refused
+
+
+RENAMED_GATE = Chart(
+    "gate",
+    state("pending", on=[transition("approve", "approved"), transition("reject", "rejected")]),
+    final("approved"),
+    final("rejected"),
+    context=Note,
+)
+"""The gate chart after a release that renamed ``waiting`` to ``pending``."""
+
+
+def test_migration_applies_only_after_its_dry_run(store: Store) -> None:
+    """A migration shows its dry run first; applying needs that dry run's proof, and then migrates."""
+    charts = [chart for chart in CHARTS if chart.name != "gate"] + [RENAMED_GATE]
+    with TestClient(create_app(str(store.path), charts=charts)) as client:
+        unmapped = client.get("/charts/gate/migrate?format=json").json()
+        assert [v["verdict"] for v in unmapped["verdicts"]] == ["needs-mapping"]
+        dry = client.get("/charts/gate/migrate?mapping=waiting%3Dpending")
+        assert dry.status_code == 200 and "Apply this migration" in dry.text
+        assert "migrates" in dry.text
+        token = csrf(dry.text)
+        proof = re.search(r'name="proof" value="([0-9a-f]+)"', dry.text)
+        assert proof is not None
+        forged = post(client, "/charts/gate/migrate", {"csrf_token": token, "mapping": "waiting=pending"})
+        assert flash_of(client, forged).startswith("error:")
+        assert client.get(f"/instances/{store.gate}?format=json").json()["instance"]["configuration"] == [
+            "waiting"
+        ]
+        applied = post(
+            client,
+            "/charts/gate/migrate",
+            {"csrf_token": token, "mapping": "waiting=pending", "proof": proof.group(1)},
+        )
+        assert flash_of(client, applied).startswith("ok: migration")
+        detail = client.get(f"/instances/{store.gate}?format=json").json()["instance"]
+        assert detail["configuration"] == ["pending"]
+        assert "is not OLD=NEW" in client.get("/charts/gate/migrate?mapping=nonsense").text
