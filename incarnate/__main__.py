@@ -1,6 +1,6 @@
 """``python -m incarnate``: the ``incarnate`` command line."""
 
-from incarnate._cli import main
+from incarnate.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

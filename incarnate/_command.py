@@ -1,16 +1,14 @@
-"""What every ``incarnate`` subcommand shares: the command value, its errors and exit statuses, loaders.
+"""What every ``incarnate`` command shares: its errors and exit statuses, loaders, JSON options, secrets.
 
 A command that cannot do what it was asked raises :class:`CommandError`
 (exit status 2); one whose operation failed raises :class:`CommandFailed`
 (exit status 1). :func:`load_object` and :func:`load_chart` import what an
 argument names; :func:`parse_json_option` reads a JSON argument strictly.
-The command modules (:mod:`incarnate._cli`, :mod:`incarnate._cli_ops`,
-:mod:`incarnate._cli_worker`) build on this one, never on each other.
+The command modules of :mod:`incarnate.cli` build on this one.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import json
@@ -19,8 +17,6 @@ import re
 import sys
 from collections.abc import Callable
 from typing import TypeVar
-
-import attrs
 
 from incarnate.errors import EngineError
 from statechart import Chart, JsonValue
@@ -80,16 +76,6 @@ class CommandFailed(CommandError):
     """A command ran as asked, but the operation failed (exit status 1)."""
 
     status = OPERATION_FAILED
-
-
-@attrs.frozen
-class Command:
-    """One subcommand of ``incarnate``."""
-
-    name: str
-    help: str
-    arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
 
 
 # ------------------------------------------------------------ loading charts

@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 
 from incarnate import Engine, RecoverySettings, Storage, TaskCall, ThreadedRunner, Worker
-from incarnate._cli_worker import configure_logging
+from incarnate.cli._worker import configure_logging
 from statechart import Chart, Event, JsonValue, RetryPolicy, after, assign, final, invoke, state, transition
 
 EFFECTS_VARIABLE = "CHAOS_EFFECTS"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from incarnate._cli import COMMANDS, main, parser
+from incarnate._cli import main, root
 from statechart import to_dot, to_mermaid
 from tests.unit.incarnate import sample_charts
 
@@ -139,10 +140,13 @@ def test_diagram_reports_an_unwritable_output(capsys: pytest.CaptureFixture[str]
     ],
 )
 def test_a_bad_command_line_exits_2_with_usage(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    """A command line argparse rejects exits 2 and prints the usage to standard error."""
+    """A command line click rejects exits 2: the usage, then one ``incarnate COMMAND: error:`` line."""
     status, out, err = run(capsys, *argv)
     assert (status, out) == (2, "")
-    assert "usage: incarnate" in err
+    usage, error = err.splitlines()
+    assert usage.startswith("Usage: incarnate")
+    assert error.startswith(f"incarnate{' diagram' if argv[:1] == ['diagram'] else ''}: error: ")
+    assert error.endswith("--help`")
 
 
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,24 +157,34 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_every_command_is_registered() -> None:
-    """Each entry of ``COMMANDS`` becomes a subcommand that runs its function."""
+    """Each command of the group parses a well-formed command line of its own."""
     some_id = "0d3e0000-0000-4000-8000-00000000d3e0"
     arguments = {
         "diagram": [f"{SAMPLE}:ORDER"],
         "demo": ["--db", "x.db"],
+        "show": [some_id],
         "tree": [some_id],
         "timeline": [some_id],
         "plan": [some_id],
         "send": [some_id, "approve"],
         "cancel": [some_id],
+        "check": ["tests.unit.incarnate.v2_charts:ALL"],
         "migrate": [some_id, "--map", "a=b"],
         "resolve": [some_id],
         "terminate": [some_id],
         "worker": ["--charts", f"{SAMPLE}:ORDER"],
     }
-    for command in COMMANDS:
-        args = parser().parse_args([command.name, *arguments.get(command.name, [])])
-        assert args.run is command.run
+    assert {"list", "show", "check", "migrate", "recover", "worker"} <= set(root.commands)
+    for name, command in root.commands.items():
+        context = command.make_context(name, list(arguments.get(name, [])))
+        assert context.command is command
+
+
+def test_version_prints_the_distribution_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``incarnate --version`` prints ``incarnate X.Y.Z`` from the installed metadata and exits 0."""
+    status, out, err = run(capsys, "--version")
+    assert (status, err) == (0, "")
+    assert out == f"incarnate {importlib.metadata.version('incarnate')}\n"
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from aggregates import InstanceStatus, Settlement
 from incarnate import Engine, Storage
 from incarnate._cli import main
-from incarnate._cli_ops import _Progress
+from incarnate.cli._output import StatusLine
 from statechart import Chart, Registry
 from tests.scenarios import charts
 from tests.unit.incarnate import v2_charts
@@ -155,27 +156,50 @@ def test_without_db_or_environment_the_store_is_incarnate_db(
 # --------------------------------------------------------------------- list
 
 
+def newest_first(store: Store, *, in_flight: bool = True, roots: bool = False) -> list[str]:
+    """The ids of the store's listing, the most recently changed first (the order ``list`` prints)."""
+    engine = store.engine()
+    try:
+        engine.listing.catch_up()
+        rows = engine.listing.rows(in_flight=in_flight, roots=roots)
+    finally:
+        engine.close()
+    return [str(row.id) for row in sorted(rows, key=lambda row: -row.changed_at)]
+
+
 def test_list_shows_the_instances_in_flight(capsys: pytest.CaptureFixture[str], store: Store) -> None:
     """``list`` prints a table of the unfinished instances with their root, parent, kind, name and status."""
     status, out, err = run(capsys, "list", "--db", store.db)
     assert (status, err) == (0, "")
     header, *rows = out.splitlines()
-    assert header.split() == ["ID", "ROOT", "PARENT", "KIND", "NAME", "STATUS", "OWNER"]
-    assert [row.split()[:6] for row in rows] == [
-        [str(store.parent), str(store.parent)[:8], "-", "chart", "parent", "running"],
-        [str(store.kid), str(store.parent)[:8], str(store.parent)[:8], "chart", "kid", "running"],
-    ]
+    assert header.split() == ["ID", "ROOT", "PARENT", "KIND", "NAME", "STATUS", "OWNER", "CHANGED"]
+    assert sorted(row.split()[:6] for row in rows) == sorted(
+        [
+            [str(store.parent), str(store.parent)[:8], "-", "chart", "parent", "running"],
+            [str(store.kid), str(store.parent)[:8], str(store.parent)[:8], "chart", "kid", "running"],
+        ]
+    )
+    assert [row.split()[0] for row in rows] == newest_first(store)
+    changed = [row.split()[7] for row in rows]
+    assert changed == sorted(changed, reverse=True)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", when) for when in changed)
 
 
 def test_list_all_and_roots(capsys: pytest.CaptureFixture[str], store: Store) -> None:
     """``--all`` adds finished instances; ``--roots`` keeps roots only."""
     _, out, _ = run(capsys, "list", "--db", store.db, "--all")
-    assert [line.split()[0] for line in out.splitlines()[1:]] == [
+    assert [line.split()[0] for line in out.splitlines()[1:]] == newest_first(store, in_flight=False)
+    assert sorted(line.split()[0] for line in out.splitlines()[1:]) == sorted(
         str(i) for i in (store.parent, store.kid, store.charging, store.charge)
-    ]
+    )
     assert "done" in out
     _, out, _ = run(capsys, "list", "--db", store.db, "--all", "--roots")
-    assert [line.split()[0] for line in out.splitlines()[1:]] == [str(store.parent), str(store.charging)]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == newest_first(
+        store, in_flight=False, roots=True
+    )
+    assert sorted(line.split()[0] for line in out.splitlines()[1:]) == sorted(
+        [str(store.parent), str(store.charging)]
+    )
 
 
 def test_list_says_when_nothing_is_in_flight(capsys: pytest.CaptureFixture[str], store: Store) -> None:
@@ -634,10 +658,11 @@ def test_recover_runs_accepted_work_until_idle(capsys: pytest.CaptureFixture[str
 
 
 def test_recover_reports_parked_roots(capsys: pytest.CaptureFixture[str], store: Store) -> None:
-    """A tree that no longer decodes is parked by recovery, and the summary says so."""
+    """A tree that no longer decodes is parked by recovery: the summary says so and the status is 4."""
     status, out, _ = run(capsys, "recover", "--db", store.db, "--charts", V2, "--timeout", "10")
-    assert status == 0
+    assert status == 4
     assert "parked:     1 root(s) (see `incarnate parked`)" in out
+    assert out.splitlines()[-1].startswith("parked roots remain (exit status 4): see `incarnate parked`")
     assert status_of(store, store.parent) is InstanceStatus.PARKED
 
 
@@ -670,8 +695,8 @@ def test_recover_refuses_a_bad_setup(
     assert status_of(store, store.kid) is InstanceStatus.RUNNING
 
 
-def test_progress_rewrites_one_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a terminal the progress line is rewritten with a carriage return and ended once."""
+def test_progress_is_a_live_display_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the progress is a rich live display, redrawn in place, its last state left shown."""
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -679,17 +704,19 @@ def test_progress_rewrites_one_line_on_a_terminal(monkeypatch: pytest.MonkeyPatc
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    progress = _Progress()
+    progress = StatusLine("starting")
     progress.show("acquired 10  processed 0", key=1)
     progress.show("done", key=2, final=True)
-    assert terminal.getvalue() == "\racquired 10  processed 0\rdone                    \n"
+    shown = terminal.getvalue()
+    assert "\x1b[" in shown, "a terminal gets cursor control to redraw the line"
+    assert shown.split("\r\x1b[2K")[-1].startswith("done"), "the last drawing of the line shows the end"
 
 
 def test_progress_prints_plain_lines_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal each change is a line of its own, and repeats are not printed."""
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)
-    progress = _Progress(interval=0.0)
+    progress = StatusLine("starting", interval=0.0)
     progress.show("one", key=1)
     progress.show("one again", key=1)
     progress.show("two", key=2)
