@@ -75,7 +75,7 @@ _FLASHES_KEPT = 200
 _T = TypeVar("_T")
 
 
-class _Idle:
+class Idle:
     """A runner that runs nothing: the console only accepts; a worker or ``recover`` does the work."""
 
     def attach(self, engine: Engine) -> None:
@@ -130,7 +130,7 @@ class Console:
             for site, _ in chart.child_charts()
             if site.task is not None
         }
-        self._engine = Engine(self.charts, tasks, storage=self.storage, runner=_Idle())
+        self._engine = Engine(self.charts, tasks, storage=self.storage, runner=Idle())
 
     def close(self) -> None:
         """Close the engine, if it was opened."""
@@ -493,6 +493,31 @@ def _chart_view(engine: Engine, name: str) -> dict[str, Any]:
     }
 
 
+def _charts_view(engine: Engine) -> list[dict[str, Any]]:
+    engine.listing.catch_up()
+    rows = [row for row in engine.listing.rows() if row.kind == InstanceKind.CHART.value]
+    names = sorted({row.name for row in rows} | set(engine.charts))
+    return [
+        {
+            "chart": name,
+            "registered": name in engine.charts,
+            "instances": sum(1 for row in rows if row.name == name),
+            "in_flight": sum(1 for row in rows if row.name == name and row.in_flight),
+            "parked": sum(1 for row in rows if row.name == name and row.parked),
+        }
+        for name in names
+    ]
+
+
+async def charts_page(request: Request) -> Response:
+    """``/charts``: every chart registered or stored, with how many of its instances are in flight."""
+    console: Console = request.app.state.console
+    charts = await console.call(_charts_view)
+    if _wants_json(request):
+        return _json({"charts": charts})
+    return _render(console, request, "charts.html", charts=charts)
+
+
 async def chart_page(request: Request) -> Response:
     """``/charts/{name}``: the chart's diagram with how many unfinished instances are in each state."""
     console: Console = request.app.state.console
@@ -692,6 +717,7 @@ def create_app(
         Route("/instances/{id}/cancel", cancel_action, methods=["POST"]),
         Route("/instances/{id}/terminate", terminate_action, methods=["POST"]),
         Route("/instances/{id}/resolve", resolve_action, methods=["POST"]),
+        Route("/charts", charts_page),
         Route("/charts/{name}", chart_page),
         Route("/charts/{name}/diagram", chart_diagram),
         Route("/charts/{name}/migrate", migrate_page, methods=["GET"]),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from incarnate._command import CommandError, redact
-from incarnate.cli._store import DB_HELP, command_storage, load_charts
+from incarnate.cli._store import DB_HELP, StoreOptions, opened
 from incarnate.console._security import TOKEN_VARIABLE, binding_problem
 
 
@@ -40,16 +40,15 @@ def command(
     """Serve the console until interrupted."""
     problem = binding_problem(host, token=token, read_only=read_only)
     if problem is not None:
-        raise click.UsageError(problem)
+        raise CommandError(problem)
     import uvicorn
 
-    from incarnate.console._app import create_app
+    from incarnate.console._app import Idle, create_app
 
-    try:
-        storage = command_storage(db)
-        loaded = load_charts(charts) if charts else []
-    except CommandError as err:
-        raise click.UsageError(str(err)) from err
+    # Open the store once first, as every command does: a missing file, an unreachable server
+    # or charts that do not load are reported now, in one line, not by the server's startup.
+    with opened(StoreOptions(db, charts), runner=Idle()) as engine:
+        storage, loaded = engine.storage, list(engine.charts.values())
     app = create_app(storage, charts=loaded, read_only=read_only, token=token)
     mode = "read-only" if read_only else "actions enabled"
     guard = "token required" if token else "no token"

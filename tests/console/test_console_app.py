@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from incarnate import Engine, Storage
+from incarnate._demo import TASKS
+from incarnate.cli import main, root
 from incarnate.console import command, create_app
 from incarnate.console._diagram import diagram_svg
 from incarnate.console._security import TOKEN_COOKIE, binding_problem
@@ -117,6 +118,14 @@ def test_chart_page_counts_instances_per_state(client: TestClient, store: Store)
     assert client.get("/charts/nothing").status_code == 404
 
 
+def test_charts_page_lists_every_chart(client: TestClient) -> None:
+    """The charts page lists each registered or stored chart with its instances in flight."""
+    charts = {c["chart"]: c for c in client.get("/charts?format=json").json()["charts"]}
+    assert sorted(charts) == ["gate", "order", "packer"]
+    assert (charts["gate"]["instances"], charts["gate"]["in_flight"]) == (3, 1)
+    assert 'href="/charts/order"' in client.get("/charts").text
+
+
 def test_unknown_instance_is_404(client: TestClient) -> None:
     """An id no instance has, or no id at all, answers 404 with a message."""
     assert client.get(f"/instances/{uuid.uuid4()}").status_code == 404
@@ -193,9 +202,21 @@ def test_a_public_host_needs_a_token_or_read_only(store: Store) -> None:
     assert binding_problem("::1", token=None, read_only=False) is None
     assert binding_problem("0.0.0.0", token="t", read_only=False) is None
     assert binding_problem("0.0.0.0", token=None, read_only=True) is None
-    result = CliRunner().invoke(command, ["--db", str(store.path), "--host", "0.0.0.0"], env={})
-    assert result.exit_code == 2
-    assert "--token" in result.output and "--read-only" in result.output
+
+
+def test_the_command_refuses_to_start_unsafely_or_without_a_store(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``incarnate console`` on a public host without a token, or over no store, exits 2 saying why."""
+    monkeypatch.delenv("INCARNATE_CONSOLE_TOKEN", raising=False)
+    assert main(["console", "--db", str(store.path), "--host", "0.0.0.0"]) == 2
+    error = capsys.readouterr().err
+    assert "incarnate console: error:" in error and "--token" in error and "--read-only" in error
+    assert main(["console", "--db", str(tmp_path / "nothing.db")]) == 2
+    assert "no store at" in capsys.readouterr().err
+    assert main(["console", "--db", str(store.path), "--charts", "tests.console.charts:NOTHING"]) == 2
+    assert "NOTHING" in capsys.readouterr().err
+    assert root.commands["console"] is command
 
 
 def test_with_a_token_every_request_needs_it(store: Store) -> None:
@@ -408,3 +429,32 @@ def test_migration_applies_only_after_its_dry_run(store: Store) -> None:
         detail = client.get(f"/instances/{store.gate}?format=json").json()["instance"]
         assert detail["configuration"] == ["pending"]
         assert "is not OLD=NEW" in client.get("/charts/gate/migrate?mapping=nonsense").text
+
+
+def test_a_parked_root_is_listed_resolvable_and_migrated(store: Store) -> None:
+    """A root parked by a changed chart is listed as parked with its incident; migrating unparks it."""
+    charts = [chart for chart in CHARTS if chart.name != "gate"] + [RENAMED_GATE]
+    engine = Engine(charts, TASKS, storage=Storage.sqlite(str(store.path)))
+    try:
+        engine.resume_all()  # meets the stored gate, whose state 'waiting' is gone: parks it
+    finally:
+        engine.close()
+    with TestClient(create_app(str(store.path), charts=charts)) as client:
+        assert ids(client, "status=parked") == {str(store.gate)}
+        page = client.get(f"/instances/{store.gate}").text
+        assert "revalidation" in page and "state &#39;waiting&#39; was removed" in page
+        assert f'action="/instances/{store.gate}/resolve"' in page
+        assert 'href="/charts/gate#migrate"' in page
+        assert 'name="event"' not in page  # nothing runs while it is parked, so nothing to send
+        token = csrf(page)
+        refused = flash_of(client, post(client, f"/instances/{store.gate}/resolve", {"csrf_token": token}))
+        assert refused.startswith("error:")
+        assert "1 parked root(s)" in client.get("/charts/gate").text
+        dry = client.get("/charts/gate/migrate?mapping=waiting%3Dpending").text
+        proof = re.search(r'name="proof" value="([0-9a-f]+)"', dry)
+        assert proof is not None
+        form = {"csrf_token": token, "mapping": "waiting=pending", "proof": proof.group(1)}
+        applied = flash_of(client, post(client, "/charts/gate/migrate", form))
+        assert "1 parked root(s) resolved" in applied
+        detail = client.get(f"/instances/{store.gate}?format=json").json()["instance"]
+        assert (detail["status"], detail["configuration"]) == ("running", ["pending"])
