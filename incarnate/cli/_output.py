@@ -90,10 +90,17 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     if not is_terminal(sys.stdout):
         out(plain_table(headers, rows))
         return
-    shown = Table(*headers, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    shown = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for header in headers:
+        shown.add_column(header, no_wrap=True)
     for row in rows:
         shown.add_row(*row)
-    console(sys.stdout).print(shown, markup=False)
+    # Never cut an id to fit the terminal: a table wider than it is drawn whole, and the terminal wraps.
+    terminal = console(sys.stdout)
+    needed = max([len(line) for line in plain_table(headers, rows).splitlines()], default=0)
+    if needed > terminal.width:
+        terminal = Console(file=sys.stdout, highlight=False, emoji=False, soft_wrap=True, width=needed)
+    terminal.print(shown, markup=False)
 
 
 def tree(node: TreeNode) -> None:
