@@ -22,6 +22,7 @@ from incarnate._recovery import MigrationRejected
 from incarnate.cli._operating import unparked
 from incarnate.cli._output import StatusLine, emit_json, out, table
 from incarnate.cli._store import (
+    DB_HELP,
     StoreOptions,
     instance,
     json_option,
@@ -75,7 +76,7 @@ def _fine(verdicts: Sequence[InstanceVerdict]) -> bool:
 @click.option("--chart", metavar="NAME", help="check the instances of this chart only")
 @click.option("--map", "pairs", multiple=True, metavar="OLD=NEW", help=_MAP_HELP)
 @json_option
-@click.option("--db", metavar="PATH_OR_URL", help="the store (as for every command)")
+@click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)
 def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: bool, db: str | None) -> int:
     """Say what the charts about to be deployed do to every live instance of the store.
 
