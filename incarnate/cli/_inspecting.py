@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import click
 
-from aggregates import Activation, Instance, InstanceKind
+from aggregates import Activation, Instance, InstanceKind, InstanceStatus
 from incarnate import _inspect
 from incarnate._command import CommandError, CommandFailed
 from incarnate.cli._output import emit_json, moment, note, out, table, when
@@ -207,14 +207,20 @@ def tree(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: s
     """Show the call tree under an instance, finished children included.
 
     With --charts, each chart instance's configuration (its atomic states)
-    follows its status.
+    follows its status. The error of each failed instance follows the tree.
     """
     with opened(StoreOptions(db, charts, tasks)) as engine:
         node = _inspect.call_tree_of(engine, instance_id(engine, ident))
+        failed = [
+            (n, engine.instance(n.id).record.error) for n in node.walk() if n.status is InstanceStatus.FAILED
+        ]
     if as_json:
         emit_json(_inspect.tree_json(node))
-    else:
-        print_tree(node)
+        return 0
+    print_tree(node)
+    for n, error in failed:  # the tree says "failed"; say why, as `show` does
+        where = "root" if n.ref is None else f"{slot(n.ref.site, n.ref.key)}#{n.ref.generation}"
+        out(f"error of {n.kind} {n.name!r} {where} id {str(n.id)[:8]}: {_json_text(error)}")
     return 0
 
 

@@ -178,7 +178,7 @@ def test_show_prints_the_context_and_the_slot(capsys: pytest.CaptureFixture[str]
 
 
 def test_show_makes_a_failed_tasks_error_visible(capsys: pytest.CaptureFixture[str], store: Store) -> None:
-    """A failed task's error is printed by ``show`` and in its JSON, where ``tree`` says only 'failed'."""
+    """A failed task's error is printed by ``show``, in its JSON, and after the call tree of ``tree``."""
     status, out, _ = run(capsys, "show", str(store.failed), "--db", store.db)
     assert status == 0
     [error] = [line for line in out.splitlines() if line.startswith("error:")]
@@ -187,6 +187,11 @@ def test_show_makes_a_failed_tasks_error_visible(capsys: pytest.CaptureFixture[s
     assert detail["status"] == "failed" and "card declined on attempt 1" in json.dumps(detail["error"])
     facts = (detail["kind"], detail["name"], detail["site"], detail["attempt"])
     assert facts == ("task", "charge", "charge", 1)
+    _, out, _ = run(capsys, "tree", str(store.charging), "--db", store.db)
+    assert out.splitlines()[-1] == (
+        f"error of task 'charge' charge#1 id {str(store.failed)[:8]}: "
+        '{"error": "RuntimeError", "message": "card declined on attempt 1"}'
+    )
 
 
 def test_show_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str], store: Store) -> None:
