@@ -43,7 +43,8 @@ def command(
         raise CommandError(problem)
     import uvicorn
 
-    from incarnate.console._app import Idle, create_app
+    from incarnate.console._app import create_app
+    from incarnate.console._console import Idle
 
     # Open the store once first, as every command does: a missing file, an unreachable server
     # or charts that do not load are reported now, in one line, not by the server's startup.

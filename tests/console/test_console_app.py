@@ -70,6 +70,14 @@ def inbox(path: Path, instance_id: uuid.UUID) -> list[str]:
 # ------------------------------------------------------------------ pages
 
 
+def test_public_names() -> None:
+    """``incarnate.console`` exports exactly the application factory and the command."""
+    import incarnate.console
+
+    assert incarnate.console.__all__ == ["create_app", "command"]
+    assert command.name == "console"
+
+
 def test_instances_page_lists_every_instance(client: TestClient, store: Store) -> None:
     """The instances page shows each instance with its chart, status and time of change."""
     page = client.get("/")

@@ -1,0 +1,214 @@
+"""What the console's routes share: the engine that runs no work, the flashes, rendering, helpers.
+
+The :class:`Console` opens one :class:`~incarnate.Engine` over the store when
+the application starts and closes it when it stops. That engine never runs
+an instance: its runner (:class:`Idle`) drops every notification (a worker
+or ``incarnate recover`` does the work) and the tasks the charts invoke are
+registered with a function that refuses to run. Every store call runs in
+Starlette's thread pool under one lock, so a slow store never blocks the
+event loop and the engine is used by one thread at a time.
+
+Pages are Jinja2 templates with autoescaping on: stored data (contexts,
+inputs, errors) reaches a page only as escaped text.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as random
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from uuid import UUID
+
+import jinja2
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from incarnate._command import redact
+from incarnate._engine import Engine
+from incarnate._inspect import (
+    INTERNAL_EVENT_PREFIXES,
+    enabled_events,
+    iso,
+)
+from incarnate._storage import Storage
+from incarnate._tasks import TaskCall, TaskFunction
+from incarnate.console._security import CSRF_FIELD, Refused, Secrets
+from statechart import Chart, JsonValue, Shape
+
+_HERE = Path(__file__).parent
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+REFRESH_SECONDS = 3
+_FLASHES_KEPT = 200
+
+_T = TypeVar("_T")
+
+
+class Idle:
+    """A runner that runs nothing: the console only accepts; a worker or ``recover`` does the work."""
+
+    def attach(self, engine: Engine) -> None:
+        """Nothing to bind."""
+
+    def notify(self, instance_id: UUID) -> None:
+        """Dropped: the instance's owner (a worker) picks the message up from the store."""
+
+    def notify_at(self, deadline: float, instance_id: UUID) -> None:
+        """Dropped: timers are armed by the engine that runs the instance."""
+
+    def run_until_idle(self, max_units: int) -> int:
+        """Nothing is ever run here."""
+        return 0
+
+    def stop(self) -> None:
+        """Nothing runs, so nothing to stop."""
+
+
+def _refusing(name: str) -> TaskFunction:
+    def refuse(call: TaskCall) -> JsonValue:
+        raise RuntimeError(f"task {name!r} is not run by the console; run `incarnate worker` or `recover`")
+
+    return refuse
+
+
+class Console:
+    """The state the routes share: options, the engine (while the app runs), secrets and flashes."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        charts: Sequence[Chart[Any]],
+        *,
+        read_only: bool,
+        secrets: Secrets,
+    ) -> None:
+        self.storage = storage
+        self.charts = list(charts)
+        self.read_only = read_only
+        self.secrets = secrets
+        self.where = redact(storage.describe())
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self._flashes: OrderedDict[str, tuple[str, str]] = OrderedDict()
+
+    def open(self) -> None:
+        """Open the engine: tasks refuse to run, the runner runs nothing."""
+        tasks = {
+            site.task: _refusing(site.task)
+            for chart in self.charts
+            for site, _ in chart.child_charts()
+            if site.task is not None
+        }
+        self._engine = Engine(self.charts, tasks, storage=self.storage, runner=Idle())
+
+    def close(self) -> None:
+        """Close the engine, if it was opened."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
+    async def call(self, fn: Callable[[Engine], _T]) -> _T:
+        """``fn(engine)`` in the thread pool, one call at a time."""
+
+        def locked() -> _T:
+            with self._lock:
+                if self._engine is None:
+                    raise RuntimeError("the console's engine is not open (the application has not started)")
+                return fn(self._engine)
+
+        return await run_in_threadpool(locked)
+
+    def flash(self, kind: str, text: str) -> str:
+        """Keep a message for the next page; returns the key the redirect carries."""
+        key = random.token_urlsafe(12)
+        self._flashes[key] = (kind, text)
+        while len(self._flashes) > _FLASHES_KEPT:
+            self._flashes.popitem(last=False)
+        return key
+
+    def take_flash(self, key: str | None) -> tuple[str, str] | None:
+        """The message kept under ``key``, once."""
+        return None if key is None else self._flashes.pop(key, None)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def environment() -> jinja2.Environment:
+    """The templates, autoescaped, with their filters: ``pretty`` JSON, ``iso`` times, ``short`` ids."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    env.filters["iso"] = iso
+    env.filters["short"] = lambda value: str(value)[:8]
+    return env
+
+
+def json_response(document: Mapping[str, Any], status: int = 200) -> JSONResponse:
+    """A page's JSON view."""
+    return JSONResponse(document, status_code=status)
+
+
+def wants_json(request: Request) -> bool:
+    """Whether the request asks for the JSON view (``?format=json``)."""
+    return request.query_params.get("format") == "json"
+
+
+def shape_of(engine: Engine, name: str, fingerprint: str | None) -> Shape | None:
+    """The shape to draw: the registered chart's, else the one recorded for ``fingerprint``."""
+    chart = engine.charts.get(name)
+    if chart is not None:
+        return chart.shape
+    return None if fingerprint is None else engine.chart_shape(name, fingerprint)
+
+
+def enabled(engine: Engine, shape: Shape | None, name: str, configuration: Sequence[str]) -> tuple[str, ...]:
+    """The events an operator may send: from the registered chart, else from the stored shape."""
+    chart = engine.charts.get(name)
+    if chart is not None:
+        return enabled_events(chart, configuration)
+    if shape is None:
+        return ()
+    active = set(configuration)
+    names: dict[str, None] = {}
+    for transition in shape.transitions:
+        if transition.source in active and transition.delay is None:
+            for event in transition.events:
+                if event != "*" and not event.startswith(INTERNAL_EVENT_PREFIXES):
+                    names.setdefault(event, None)
+    return tuple(names)
+
+
+def instance_id_of(text: str) -> UUID:
+    """The instance id of a path; :class:`Refused` (404) for text that is not a UUID."""
+    try:
+        return UUID(text)
+    except ValueError as err:
+        raise Refused(404, f"{text!r} is not an instance id (a UUID)") from err
+
+
+def render(console: Console, request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    """A page: ``template`` with ``context`` and what every page shows (the store, a flash, CSRF)."""
+    env: jinja2.Environment = request.app.state.templates
+    flash = console.take_flash(request.query_params.get("flash"))
+    html = env.get_template(template).render(
+        request=request,
+        nonce=request.scope.get("state", {}).get("nonce", ""),
+        csrf_field=CSRF_FIELD,
+        csrf_token=console.secrets.csrf_token(),
+        read_only=console.read_only,
+        where=console.where,
+        flash=flash,
+        **context,
+    )
+    return HTMLResponse(html, status_code=status)
