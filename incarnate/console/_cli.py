@@ -19,8 +19,16 @@ from incarnate.console._security import TOKEN_VARIABLE, binding_problem
     help="Serve the operator's web console: instances, call trees, timelines, diagrams and actions.",
 )
 @click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)
-@click.option("--host", default="127.0.0.1", show_default=True, help="the address to listen on")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="the port")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="HOST",
+    help="the address to listen on; any but the loopback needs --token or --read-only",
+)
+@click.option(
+    "--port", default=8080, show_default=True, metavar="PORT", type=click.IntRange(0, 65535), help="the port"
+)
 @click.option(
     "--token",
     envvar=TOKEN_VARIABLE,

@@ -231,7 +231,8 @@ def test_with_a_token_every_request_needs_it(store: Store) -> None:
     """With a token, a request without it is refused; the header, or ``?token=`` once (a cookie), opens it."""
     app = create_app(str(store.path), charts=CHARTS, token="open-sesame")
     with TestClient(app) as client:
-        assert client.get("/").status_code == 401
+        refused = client.get("/")
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
         assert client.get(f"/instances/{store.gate}?format=json").status_code == 401
         assert client.get("/static/console.css").status_code == 401
         assert client.get("/", headers={"authorization": "Bearer wrong"}).status_code == 403
