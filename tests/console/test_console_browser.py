@@ -138,13 +138,13 @@ def test_operator_filters_opens_an_instance_and_approves_it(tmp_path: Path) -> N
             assert "token=" not in page.url
             problems.clear()  # the refused first visit (the page and its icon) logged two 401s
             expect(page.locator("table.instances tbody tr")).to_have_count(9)
+            _shoot(page, tmp_path, "instances")
 
             page.select_option("select[name=chart]", "order")
             page.click("form.filters button[type=submit]")
             rows = page.locator("table.instances tbody tr")
             expect(rows).to_have_count(1)
             expect(rows.first).to_contain_text("running")
-            _shoot(page, tmp_path, "instances")
 
             page.click(f"a[href='/instances/{store.order}']")
             active = page.locator("svg.diagram g.state.active")
