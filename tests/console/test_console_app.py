@@ -123,6 +123,8 @@ def test_chart_page_counts_instances_per_state(client: TestClient, store: Store)
         "approved": 0,
         "rejected": 0,
     }
+    fragment = client.get("/charts/gate/diagram").text
+    assert fragment.startswith('<div id="diagram"><svg') and 'data-state="waiting"' in fragment
     assert client.get("/charts/nothing").status_code == 404
 
 
