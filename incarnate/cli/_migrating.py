@@ -97,12 +97,7 @@ def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: b
         verdicts = _migration.check(engine, chart=chart, mapping=mapping or None)
     ok = _fine(verdicts)
     if as_json:
-        document: dict[str, JsonValue] = {
-            "verdicts": [v.to_json() for v in verdicts],
-            "summary": _counts(verdicts),
-            "ok": ok,
-        }
-        emit_json(document)
+        emit_json(_verdicts_json(verdicts))
     else:
         _print_verdicts(verdicts)
         if not ok:
@@ -133,6 +128,12 @@ def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: b
     metavar="TEXT",
     help="why, recorded with each migration (with --chart)",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="with --chart: print the verdicts (--dry-run) or the report as one JSON document",
+)
 @store_options(charts="map the stored states onto the new charts")
 def migrate(
     ident: str | None,
@@ -141,6 +142,7 @@ def migrate(
     dry_run: bool,
     batch_size: int,
     reason: str,
+    as_json: bool,
     db: str | None,
     charts: str | None,
     tasks: str | None,
@@ -159,10 +161,14 @@ def migrate(
         )
     if batch_size < 1:
         raise CommandError(f"--batch-size must be at least 1, got {batch_size}")
+    if as_json and chart is None:
+        raise CommandError("--json applies to a whole chart's migration: give --chart NAME, not an ID")
     mapping = mapping_of(pairs)
     options = StoreOptions(db, charts, tasks)
     if chart is not None:
-        return _migrate_chart(options, chart, mapping, dry_run=dry_run, batch_size=batch_size, reason=reason)
+        return _migrate_chart(
+            options, chart, mapping, dry_run=dry_run, batch_size=batch_size, reason=reason, as_json=as_json
+        )
     assert ident is not None
     return _migrate_one(options, ident, mapping, dry_run=dry_run)
 
@@ -198,8 +204,19 @@ def _migrate_one(options: StoreOptions, ident: str, mapping: dict[str, str], *, 
     return 0
 
 
+def _verdicts_json(verdicts: Sequence[InstanceVerdict]) -> dict[str, JsonValue]:
+    return {"verdicts": [v.to_json() for v in verdicts], "summary": _counts(verdicts), "ok": _fine(verdicts)}
+
+
 def _migrate_chart(
-    options: StoreOptions, chart: str, mapping: dict[str, str], *, dry_run: bool, batch_size: int, reason: str
+    options: StoreOptions,
+    chart: str,
+    mapping: dict[str, str],
+    *,
+    dry_run: bool,
+    batch_size: int,
+    reason: str,
+    as_json: bool,
 ) -> int:
     from incarnate import _migration
 
@@ -210,10 +227,15 @@ def _migrate_chart(
                 f"({', '.join(sorted(engine.charts))})"
             )
         verdicts = _migration.check(engine, chart=chart, mapping=mapping)
-        _print_verdicts(verdicts)
         if dry_run:
-            out("dry run: nothing was written; run it again without --dry-run to migrate")
+            if as_json:
+                emit_json(_verdicts_json(verdicts))
+            else:
+                _print_verdicts(verdicts)
+                out("dry run: nothing was written; run it again without --dry-run to migrate")
             return 0 if _fine(verdicts) else 1
+        if not as_json:
+            _print_verdicts(verdicts)
         due = sum(1 for v in verdicts if v.verdict is _migration.Verdict.MIGRATES)
         bar = StatusLine(f"migrating chart {chart!r}", total=due)
 
@@ -226,19 +248,23 @@ def _migrate_chart(
             )
         finally:
             bar.close()
+    left = [v for v in report.verdicts if not v.verdict.fine]
+    status = 0 if not left and not report.skipped else 1
+    if as_json:
+        emit_json(report.to_json())
+        return status
     out(
         f"batch {report.batch}: {len(report.migrated)} migrated, {len(report.resolved)} parked root(s) "
         f"resolved, {len(report.skipped)} skipped"
     )
     for skipped, why in report.skipped[:10]:
         out(f"  skipped {skipped}: {why}")
-    left = [v for v in report.verdicts if not v.verdict.fine]
     if left:
         out(
             f"{len(left)} instance(s) still do not fit the new chart: see `incarnate check` for why, and "
             "map what they need"
         )
-    return 0 if not left and not report.skipped else 1
+    return status
 
 
 def _rejected(instance_id: UUID, error: MigrationRejected) -> NoReturn:

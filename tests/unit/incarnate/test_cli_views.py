@@ -359,6 +359,22 @@ def test_migrate_a_chart_dry_run_then_for_real(capsys: pytest.CaptureFixture[str
         engine.close()
 
 
+def test_migrate_a_chart_as_json(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """``migrate --chart --json`` prints the verdicts with ``--dry-run``, else the batch's report."""
+    park(store)
+    argv = ["migrate", "--chart", "parent", "--map", "gathering=collecting", "--charts", V2, "--db", store.db]
+    looked = run_json(capsys, *argv, "--dry-run")
+    assert list(looked) == ["verdicts", "summary", "ok"] and looked["ok"] is True
+    status, out, err = run(capsys, *argv, "--json")
+    assert (status, err) == (0, "migrated 1 of 1\n"), "the progress goes to standard error, plain when piped"
+    report = json.loads(out)
+    assert list(report) == ["batch", "verdicts", "migrated", "resolved", "skipped", "summary"]
+    assert report["migrated"] == [str(store.parent)] and report["resolved"] == [str(store.parent)]
+    assert report["batch"].startswith("migration-") and report["skipped"] == []
+    status, _, err = run(capsys, "migrate", str(store.parent), "--map", "a=b", "--json", "--charts", V2)
+    assert status == 2 and "--json applies to a whole chart's migration" in err
+
+
 @pytest.mark.parametrize(
     "argv",
     [["--map", "a=b"], ["ID", "--chart", "parent", "--map", "a=b"]],
