@@ -63,7 +63,7 @@ def _row(row: ListingRow) -> tuple[str, ...]:
     return (str(row.id), short, parent, row.kind, row.name, row.status, row.owner, moment(row.changed_at))
 
 
-@click.command("list")
+@click.command("list", short_help="List the instances in flight (or all, or filtered).")
 @click.option(
     "--status",
     "statuses",
@@ -181,7 +181,7 @@ def render_detail(detail: _inspect.InstanceDetail) -> list[str]:
     return lines
 
 
-@click.command()
+@click.command(short_help="Show everything the store holds about one instance.")
 @id_argument
 @json_option
 @store_options()
@@ -199,7 +199,7 @@ def show(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: s
 # ------------------------------------------------------------------- tree
 
 
-@click.command()
+@click.command(short_help="Show the call tree under an instance.")
 @id_argument
 @json_option
 @store_options()
@@ -227,7 +227,7 @@ def tree(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: s
 # --------------------------------------------------------------- timeline
 
 
-@click.command()
+@click.command(short_help="Show an instance's (or its call tree's) events by time.")
 @id_argument
 @click.option("--tree", "whole_tree", is_flag=True, help="the events of every instance of its call tree")
 @json_option
@@ -277,7 +277,7 @@ def timeline(
 # ------------------------------------------------------------------- plan
 
 
-@click.command()
+@click.command(short_help="Show an instance's validated ResumePlan.")
 @id_argument
 @json_option
 @store_options(charts="decode the checkpoint's snapshot")

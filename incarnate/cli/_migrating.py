@@ -71,7 +71,7 @@ def _fine(verdicts: Sequence[InstanceVerdict]) -> bool:
     return all(v.verdict.fine for v in verdicts)
 
 
-@click.command()
+@click.command(short_help="Say what new charts would do to every live instance.")
 @click.argument("new_charts", metavar="CHARTS")
 @click.option("--chart", metavar="NAME", help="check the instances of this chart only")
 @click.option("--map", "pairs", multiple=True, metavar="OLD=NEW", help=_MAP_HELP)
@@ -108,7 +108,7 @@ def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: b
     return 0 if ok else 1
 
 
-@click.command()
+@click.command(short_help="Map stored states onto a new chart: one ID or a chart.")
 @click.argument("ident", metavar="[ID]", required=False)
 @click.option("--chart", metavar="NAME", help="migrate every live instance of this chart (instead of one ID)")
 @click.option("--map", "pairs", multiple=True, required=True, metavar="OLD=NEW", help=_MAP_HELP)

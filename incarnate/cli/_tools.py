@@ -15,7 +15,7 @@ from statechart import Chart, to_dot, to_mermaid
 _RENDERERS: dict[str, Callable[[Chart[object]], str]] = {"mermaid": to_mermaid, "dot": to_dot}
 
 
-@click.command()
+@click.command(short_help="Run an order in a worker, kill it, recover it exactly.")
 @click.option(
     "--db",
     default=DEFAULT_DB,

@@ -68,7 +68,7 @@ def _positive(option: str, value: float) -> None:
         raise CommandError(f"{option} must be a positive number of seconds, got {value:g}")
 
 
-@click.command()
+@click.command(short_help="Serve a store as one worker of an engine group.")
 @click.option(
     "--charts",
     required=True,
