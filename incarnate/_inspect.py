@@ -357,8 +357,9 @@ def _configuration(engine: Engine, instance: Instance) -> tuple[str, ...]:
         return ()
     try:
         return chart.atomic(engine.decode(chart, instance).configuration)
-    except CodecError:
-        return (f"a snapshot chart {record.name!r} does not decode",)
+    except (CodecError, KeyError):  # a stored state the registered chart lacks (before a migration)
+        stored = ", ".join(str(s) for s in record.snapshot.get("configuration", ()))
+        return (f"stored states {stored} do not fit chart {record.name!r}",)
 
 
 def call_tree_of(engine: Engine, instance_id: UUID) -> TreeNode:

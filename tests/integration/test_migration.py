@@ -236,3 +236,19 @@ def test_a_live_owner_holds_its_instances(store: tuple[Path, list[UUID]]) -> Non
     assert all(verdicts[p].verdict is Verdict.HELD for p in parents)
     assert repr(owner) in verdicts[parents[0]].reasons[0]
     assert report.migrated == ()
+
+
+def test_the_tree_of_an_instance_awaiting_migration_names_its_stored_states(
+    store: tuple[Path, list[UUID]],
+) -> None:
+    """Under charts it no longer fits, an instance's call tree still renders, naming its stored states."""
+    from incarnate._inspect import call_tree_of
+
+    path, parents = store
+    engine = _engine(path, V2)
+    try:
+        tree = call_tree_of(engine, parents[0])
+    finally:
+        engine.close()
+    assert tree.configuration == ("stored states gathering do not fit chart 'parent'",)
+    assert [node.name for node in tree.walk()] == ["parent", "kid"]
