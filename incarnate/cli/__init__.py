@@ -5,6 +5,21 @@
 which :mod:`incarnate.cli.reference` renders the reference of every command.
 """
 
-from incarnate.cli._main import main, root
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from incarnate.cli._main import main, root
 
 __all__ = ["main", "root"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that a command module elsewhere (the console's) can import the shared
+    # option helpers of ``incarnate.cli._store`` without building the whole command tree.
+    if name in __all__:
+        from incarnate.cli import _main
+
+        return getattr(_main, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

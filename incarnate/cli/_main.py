@@ -47,6 +47,7 @@ from incarnate.cli._operating import cancel, resolve, send, terminate
 from incarnate.cli._recovering import recover
 from incarnate.cli._tools import demo, diagram
 from incarnate.cli._worker import worker
+from incarnate.console import command as console_command
 from statechart.errors import ChartInvalid, IncarnateError
 
 _COMMAND = "incarnate.command"
@@ -105,17 +106,7 @@ for _command in (
     root.add_command(_command)
 
 
-def _add_console(group: click.Group) -> None:
-    """Add ``incarnate console`` when its package is installed (the CLI works without it)."""
-    try:
-        from incarnate.console import command  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        return
-    if isinstance(command, click.Command):
-        group.add_command(command)
-
-
-_add_console(root)
+root.add_command(console_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

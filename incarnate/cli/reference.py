@@ -7,8 +7,8 @@ errors, examples) stay outside them. After changing a command::
     python -m incarnate.cli.reference            # rewrite the page between the markers
     python -m incarnate.cli.reference --check    # exit 1 when the page is stale
 
-Only the commands of this package are rendered: a command an optional
-extra adds (``incarnate console``) is documented with that extra, so the
+Every command is rendered, ``incarnate console`` included: its command is
+importable without the ``console`` extra (only serving needs it), so the
 page is the same whichever extras are installed.
 """
 
@@ -35,7 +35,7 @@ def _cell(text: str) -> str:
 
 def _ours(command: click.Command) -> bool:
     module = getattr(command.callback, "__module__", "") or ""
-    return module.startswith("incarnate.cli.")
+    return module.startswith(("incarnate.cli.", "incarnate.console."))
 
 
 def _option(param: click.Option, context: click.Context) -> tuple[str, str, str]:

@@ -49,10 +49,16 @@ def command(
     problem = binding_problem(host, token=token, read_only=read_only)
     if problem is not None:
         raise CommandError(problem)
-    import uvicorn
+    try:
+        import uvicorn
 
-    from incarnate.console._app import create_app
-    from incarnate.console._console import Idle
+        from incarnate.console._app import create_app
+        from incarnate.console._console import Idle
+    except ImportError as err:
+        raise CommandError(
+            f"the console needs its web libraries ({err.name or err} is not installed); install them "
+            "with pip install 'incarnate[console]'"
+        ) from err
 
     # Open the store once first, as every command does: a missing file, an unreachable server
     # or charts that do not load are reported now, in one line, not by the server's startup.

@@ -469,3 +469,33 @@ def test_a_parked_root_is_listed_resolvable_and_migrated(store: Store) -> None:
         assert "1 parked root(s) resolved" in applied
         detail = client.get(f"/instances/{store.gate}?format=json").json()["instance"]
         assert (detail["status"], detail["configuration"]) == ("running", ["pending"])
+
+
+NEW_CHARTS = [chart for chart in CHARTS if chart.name != "gate"] + [RENAMED_GATE]
+"""The charts of the release that renamed the gate's ``waiting``, for ``--charts``."""
+
+
+def test_the_console_and_the_cli_give_the_same_verdicts(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console's dry run, ``incarnate check`` and ``migrate --dry-run`` judge every instance alike."""
+    import json
+
+    new = "tests.console.test_console_app:NEW_CHARTS"
+    with TestClient(create_app(str(store.path), charts=NEW_CHARTS)) as client:
+        console = client.get("/charts/gate/migrate?mapping=waiting%3Dpending&format=json").json()
+    capsys.readouterr()
+    assert (
+        main(["check", new, "--chart", "gate", "--map", "waiting=pending", "--db", str(store.path), "--json"])
+        == 0
+    )
+    checked = json.loads(capsys.readouterr().out)
+    argv = ["migrate", "--chart", "gate", "--map", "waiting=pending", "--dry-run", "--json"]
+    assert main([*argv, "--charts", new, "--db", str(store.path)]) == 0
+    dry = json.loads(capsys.readouterr().out)
+
+    def verdicts(document: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+        return sorted((v["instance_id"], v["verdict"], v["reasons"]) for v in document["verdicts"])
+
+    assert verdicts(console) == verdicts(checked) == verdicts(dry)
+    assert [v[1] for v in verdicts(console)] == ["migrates"]
