@@ -26,7 +26,7 @@ import attrs
 
 from aggregates import Instance, InstanceKind, InstanceStatus
 from incarnate.errors import UnknownInstance
-from projections import ListingRow, TreeNode, call_tree
+from projections import ListingRow, TreeNode, call_tree, timeline
 from statechart import Chart, JsonValue
 from statechart.errors import CodecError
 
@@ -437,3 +437,24 @@ def tree_events(engine: Engine, instance_id: UUID, *, tree: bool) -> tuple[list[
     events = [event for i in instances for event in engine.events_of(i.id)]
     events.sort(key=lambda event: event.timestamp)
     return list(instances), events
+
+
+def timeline_json(instances: Iterable[Instance], events: Iterable[Any]) -> list[JsonValue]:
+    """A timeline as JSON rows: ``at`` (ISO), ``at_epoch``, ``offset`` (seconds from the first event),
+    ``instance``, ``label`` (as :func:`label` names it), ``version``, ``event`` and ``summary``."""
+    names = {i.id: label(i) for i in instances}
+    entries = timeline(events)
+    first = entries[0].at if entries else None
+    return [
+        {
+            "at": entry.at.astimezone(UTC).isoformat(timespec="milliseconds"),
+            "at_epoch": entry.at.timestamp(),
+            "offset": (entry.at - first).total_seconds() if first is not None else 0.0,
+            "instance": str(entry.instance),
+            "label": names.get(entry.instance, str(entry.instance)[:8]),
+            "version": entry.version,
+            "event": entry.event,
+            "summary": entry.summary,
+        }
+        for entry in entries
+    ]

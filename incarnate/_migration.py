@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -125,6 +125,28 @@ def summary(verdicts: Sequence[InstanceVerdict]) -> dict[str, JsonValue]:
         assert isinstance(count, int)
         counts[verdict.verdict.value] = count + 1
     return counts
+
+
+# ---------------------------------------------------------------- mapping
+
+
+def parse_mapping(pairs: Iterable[str]) -> dict[str, str]:
+    """The state mapping of ``OLD=NEW`` pairs (blank ones skipped); ``ValueError`` naming a bad pair."""
+    mapping: dict[str, str] = {}
+    for raw in pairs:
+        pair = raw.strip()
+        if not pair:
+            continue
+        old, equals, new = (part.strip() for part in pair.partition("="))
+        if not equals or not old or not new or "=" in new:
+            raise ValueError(
+                f"{pair!r} is not OLD=NEW; write the stored state's id, '=', and the id of the state of "
+                "the new chart it becomes, e.g. gathering=collecting"
+            )
+        if mapping.get(old, new) != new:
+            raise ValueError(f"{old!r} is mapped twice ({mapping[old]!r} and {new!r}); map each state once")
+        mapping[old] = new
+    return mapping
 
 
 # ------------------------------------------------------------------ check

@@ -252,18 +252,7 @@ def timeline(
                 "id": str(found.id),
                 "tree": whole_tree,
                 "instances": [{"id": str(i.id), "label": names[i.id]} for i in instances],
-                "events": [
-                    {
-                        "at": entry.at.astimezone(UTC).isoformat(timespec="milliseconds"),
-                        "at_epoch": entry.at.timestamp(),
-                        "instance": str(entry.instance),
-                        "label": names.get(entry.instance, str(entry.instance)[:8]),
-                        "version": entry.version,
-                        "event": entry.event,
-                        "summary": entry.summary,
-                    }
-                    for entry in entries
-                ],
+                "events": _inspect.timeline_json(instances, events),
             }
         )
         return 0

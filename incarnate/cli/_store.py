@@ -29,6 +29,7 @@ from aggregates import Instance
 from aggregates.errors import DecodeError, InvalidCommand
 from incarnate._command import CommandError, CommandFailed, chart_problems, hide, load_object
 from incarnate._engine import Engine
+from incarnate._migration import parse_mapping
 from incarnate._runners import Runner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
@@ -272,20 +273,10 @@ def require_root(found: Instance, verb: str) -> None:
 
 def mapping_of(pairs: Sequence[str]) -> dict[str, str]:
     """The state mapping of the ``--map OLD=NEW`` options."""
-    mapping: dict[str, str] = {}
-    for pair in pairs:
-        old, equals, new = (part.strip() for part in pair.partition("="))
-        if not equals or not old or not new or "=" in new:
-            raise CommandError(
-                f"--map {pair!r} is not OLD=NEW; write the stored state's id, '=', and the id of the "
-                "state of the new chart it becomes, e.g. --map gathering=collecting"
-            )
-        if mapping.get(old, new) != new:
-            raise CommandError(
-                f"--map maps {old!r} twice ({mapping[old]!r} and {new!r}); map each state once"
-            )
-        mapping[old] = new
-    return mapping
+    try:
+        return parse_mapping(pairs)
+    except ValueError as err:
+        raise CommandError(f"--map {err}") from err
 
 
 # ------------------------------------------------------------ options

@@ -13,27 +13,14 @@ import attrs
 
 from incarnate._engine import Engine
 from incarnate._migration import InstanceVerdict, apply, check, summary
+from incarnate._migration import parse_mapping as parse_pairs
 from statechart import JsonValue
 from statechart.errors import IncarnateError
 
 
 def parse_mapping(text: str) -> dict[str, str]:
     """The mapping of ``OLD=NEW`` pairs, one per line or separated by commas; raises ``ValueError``."""
-    mapping: dict[str, str] = {}
-    for raw in text.replace(",", "\n").splitlines():
-        pair = raw.strip()
-        if not pair:
-            continue
-        old, equals, new = (part.strip() for part in pair.partition("="))
-        if not equals or not old or not new or "=" in new:
-            raise ValueError(
-                f"{pair!r} is not OLD=NEW; write the stored state's id, '=', and the id of the state of "
-                "the new chart it becomes, e.g. gathering=collecting"
-            )
-        if mapping.get(old, new) != new:
-            raise ValueError(f"{old!r} is mapped twice ({mapping[old]!r} and {new!r}); map each state once")
-        mapping[old] = new
-    return mapping
+    return parse_pairs(text.replace(",", "\n").splitlines())
 
 
 @attrs.frozen

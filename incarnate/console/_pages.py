@@ -6,7 +6,7 @@ Each page is also served as JSON with ``?format=json``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
@@ -15,7 +15,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from aggregates import Instance, InstanceKind, InstanceStatus
+from aggregates import InstanceKind, InstanceStatus
 from incarnate._command import redact
 from incarnate._engine import Engine
 from incarnate._inspect import (
@@ -25,9 +25,9 @@ from incarnate._inspect import (
     call_tree_of,
     instance_detail,
     iso,
-    label,
     list_instances,
     state_counts,
+    timeline_json,
     tree_events,
     tree_json,
 )
@@ -47,7 +47,7 @@ from incarnate.console._diagram import diagram_svg
 from incarnate.console._migrate import MigrationView, dry_run, parse_mapping
 from incarnate.console._security import Refused
 from incarnate.errors import UnknownInstance
-from projections import Checkpoint, TreeNode, call_tree, timeline
+from projections import Checkpoint, TreeNode
 from statechart import JsonValue
 from statechart.errors import IncarnateError
 
@@ -135,48 +135,6 @@ async def instances_table(request: Request) -> Response:
     return render(console, request, "table.html", page=page)
 
 
-def _timeline_rows(instances: Iterable[Any], events: list[Any]) -> list[dict[str, Any]]:
-    names = {i.id: label(i) for i in instances}
-    entries = timeline(events)
-    first = entries[0].at if entries else None
-    return [
-        {
-            "at": entry.at.isoformat(timespec="milliseconds"),
-            "offset": (entry.at - first).total_seconds() if first is not None else 0.0,
-            "instance": str(entry.instance),
-            "who": names.get(entry.instance, str(entry.instance)[:8]),
-            "version": entry.version,
-            "event": entry.event,
-            "summary": entry.summary,
-        }
-        for entry in entries
-    ]
-
-
-def _call_tree(engine: Engine, root: UUID) -> TreeNode:
-    """The call tree under ``root``; its stored configurations when a chart no longer has their states.
-
-    ``call_tree_of`` reduces configurations to atomic states through the
-    registered chart, which fails (KeyError) for an instance stored under an
-    older chart that names a removed state: exactly the instance an operator
-    opens before a migration. Then the tree shows the stored states as they are.
-    """
-    try:
-        return call_tree_of(engine, root)
-    except KeyError:
-
-        def load(instance_id: UUID) -> Instance | None:
-            try:
-                return engine.instance(instance_id)
-            except UnknownInstance:
-                return None
-
-        def stored(instance: Instance) -> tuple[str, ...]:
-            return tuple(str(s) for s in (instance.record.snapshot or {}).get("configuration", ()))
-
-        return call_tree(load, root, configuration=stored)
-
-
 def _tree_rows(tree: TreeNode, owners: Mapping[UUID, str]) -> list[dict[str, Any]]:
     """The call tree as table rows, depth first, each with its level and owner."""
     rows: list[dict[str, Any]] = []
@@ -232,13 +190,9 @@ def _instance_view(engine: Engine, instance_id: UUID) -> dict[str, Any]:
     detail: InstanceDetail = instance_detail(engine, instance_id)
     instance = engine.instance(instance_id)
     root_status = engine.instance(detail.root).record.status if detail.parent is not None else None
-    tree = _call_tree(engine, detail.root)
+    tree = call_tree_of(engine, detail.root)
     owners = {row.id: row.owner for row in engine.listing.rows() if row.root == detail.root}
-    try:
-        instances, events = tree_events(engine, detail.root, tree=True)
-    except KeyError:  # a stored state the chart lacks (see _call_tree): the same events, from our tree
-        instances = [engine.instance(node.id) for node in tree.walk()]
-        events = sorted((e for i in instances for e in engine.events_of(i.id)), key=lambda e: e.timestamp)
+    instances, events = tree_events(engine, detail.root, tree=True)
     checkpoint, plan_error = _plan_view(engine, instance_id)
     shape = None
     if instance.record.kind is InstanceKind.CHART:
@@ -250,7 +204,7 @@ def _instance_view(engine: Engine, instance_id: UUID) -> dict[str, Any]:
         "detail": detail,
         "tree": tree,
         "tree_rows": _tree_rows(tree, owners),
-        "timeline": _timeline_rows(instances, events),
+        "timeline": timeline_json(instances, events),
         "checkpoint": checkpoint,
         "plan": _plan_json(checkpoint),
         "plan_error": plan_error,

@@ -509,7 +509,7 @@ def test_parked_lists_roots_with_their_incidents(capsys: pytest.CaptureFixture[s
         (["=collecting"], "--map '=collecting' is not OLD=NEW"),
         (["gathering="], "--map 'gathering=' is not OLD=NEW"),
         (["a=b=c"], "--map 'a=b=c' is not OLD=NEW"),
-        (["a=b", "a=c"], "--map maps 'a' twice ('b' and 'c'); map each state once"),
+        (["a=b", "a=c"], "--map 'a' is mapped twice ('b' and 'c'); map each state once"),
     ],
 )
 def test_migrate_rejects_a_bad_map(

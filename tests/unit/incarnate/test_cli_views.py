@@ -226,7 +226,16 @@ def test_tree_timeline_and_plan_json(capsys: pytest.CaptureFixture[str], store: 
     assert (events["id"], events["tree"]) == (str(store.parent), True)
     assert {i["label"] for i in events["instances"]} == {"parent", "team[a]#1"}
     assert [e["version"] for e in events["events"] if e["instance"] == str(store.parent)] == [1, 2, 3]
-    assert list(events["events"][0]) == ["at", "at_epoch", "instance", "label", "version", "event", "summary"]
+    assert list(events["events"][0]) == [
+        "at",
+        "at_epoch",
+        "offset",
+        "instance",
+        "label",
+        "version",
+        "event",
+        "summary",
+    ]
     plan = run_json(capsys, "plan", str(store.parent), "--db", store.db, "--charts", CHARTS)
     assert (plan["status"], plan["version"], plan["configuration"]) == ("running", 3, ["gathering"])
     [activation] = plan["activations"]
