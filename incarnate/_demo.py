@@ -297,7 +297,7 @@ def _say(line: str) -> None:
 def _configuration(engine: Engine) -> Callable[[Instance], tuple[str, ...]]:
     def configuration(instance: Instance) -> tuple[str, ...]:
         chart = engine.charts.get(instance.record.name)
-        if chart is None or instance.record.snapshot is None:
+        if chart is None or instance.record.snapshot_parts is None:
             return ()
         return chart.atomic(engine.decode(chart, instance).configuration)
 

@@ -71,6 +71,7 @@ from statechart import (
     Shape,
     Snapshot,
     SnapshotCodec,
+    SnapshotDelta,
     check_json,
     error_invoke_event,
 )
@@ -136,6 +137,10 @@ def _decoding(instance_id: UUID) -> Iterator[None]:
         yield
     except MapperDeserialisationError as error:
         raise CorruptRecord.of(instance_id, error) from error
+
+
+_SNAPSHOT_EVENTS = (Instance.Stepped, Instance.Migrated)
+"""The events that change an instance's statechart snapshot."""
 
 
 class SnapshotStore(EventStore[UUID]):
@@ -320,6 +325,12 @@ class Engine(Application[UUID]):
         """A snapshot as stored data."""
         return self._codecs[chart.name].encode(snapshot)
 
+    def encode_delta(
+        self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
+    ) -> SnapshotDelta:
+        """What changed from ``before`` (None: a first macrostep) to ``after``, as stored data."""
+        return self._codecs[chart.name].encode_delta(before, after)
+
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
         """The instance's current snapshot, decoded through its registered chart."""
         cached = self._decoded.get(instance.id)
@@ -337,13 +348,25 @@ class Engine(Application[UUID]):
             _make_room(self._decoded, self.cache_size, instance_id)
             self._decoded[instance_id] = (version, snapshot)
 
-    def _remember(self, instance: Instance, decoded: Snapshot[Any] | None = None) -> None:
-        """Keep the decoded snapshot of the version just committed, for the next unit of work."""
+    def _remember(
+        self, instance: Instance, decoded: Snapshot[Any] | None = None, unchanged_since: int | None = None
+    ) -> None:
+        """Keep the decoded snapshot of the version just committed, for the next unit of work.
+
+        ``unchanged_since`` is the version before the commit when the commit
+        did not change the snapshot (a message accepted, an activation
+        settled): a snapshot remembered at that version is carried forward
+        instead of decoding the whole snapshot again.
+        """
         record = instance.record
         chart = self.charts.get(record.name)
-        if chart is None or record.snapshot is None or record.kind is not InstanceKind.CHART:
+        if chart is None or record.snapshot_parts is None or record.kind is not InstanceKind.CHART:
             return
         snapshot = decoded
+        if snapshot is None and unchanged_since is not None:
+            known = self._decoded.get(instance.id)
+            if known is not None and known[0] == unchanged_since:
+                snapshot = known[1]
         if snapshot is None:
             try:
                 snapshot = self._codecs[chart.name].decode(record.snapshot)
@@ -1059,6 +1082,11 @@ class Engine(Application[UUID]):
         if not pending:
             _tracing.committed()
             return
+        unchanged = {
+            instance.id: instance.version - len(instance.pending_events)
+            for instance in pending
+            if not any(isinstance(e, _SNAPSHOT_EVENTS) for e in instance.pending_events)
+        }
         try:
             for instance_id in uow.fenced:
                 loaded = uow.loaded.get(instance_id)
@@ -1074,7 +1102,7 @@ class Engine(Application[UUID]):
             raise
         _tracing.committed()  # the step's span ends with its commit
         for instance in pending:
-            self._remember(instance, uow.decoded.get(instance.id))
+            self._remember(instance, uow.decoded.get(instance.id), unchanged.get(instance.id))
         for instance_id, created in uow.created.items():
             self.held[instance_id] = created.record.incarnation
         self.acquired.update(uow.created)

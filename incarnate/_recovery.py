@@ -640,7 +640,7 @@ def migrate(engine: Engine, instance_id: UUID, mapping: Mapping[str, str]) -> Ch
         chart = engine.charts.get(record.name)
         if chart is None:
             raise EngineError(f"chart {record.name!r} is not registered; register the new version first")
-        if record.snapshot is None:
+        if record.snapshot_parts is None:
             raise EngineError(f"instance {instance_id} has no snapshot to migrate")
         try:
             data, _ = migrated_snapshot(chart, record.snapshot, mapping)
@@ -796,8 +796,7 @@ def _birth_differences(
         if own != theirs
     ]
     kept = parent.record
-    slots = kept.snapshot.get("children", []) if kept.snapshot is not None else []
-    slot = next((s for s in slots if (s["site"], s["key"]) == (activation.site, activation.key)), None)
+    slot = kept.slots.get((activation.site, activation.key))
     chart = engine.charts.get(kept.name)
     site = chart.site_by_id.get(activation.site) if chart is not None else None
     ancestry = birth.ancestry if site is None else kept.ancestry

@@ -25,7 +25,7 @@ from eventsourcing.application import AggregateNotFoundError
 
 from aggregates import Instance
 from incarnate._clock import Clock
-from statechart import Chart, Event, JsonValue, Snapshot, error_invoke_event
+from statechart import Chart, Event, JsonValue, Snapshot, SnapshotDelta, error_invoke_event
 
 
 class Workshop(Protocol):
@@ -53,6 +53,12 @@ class Workshop(Protocol):
 
     def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
         """``snapshot`` of ``chart`` as the data a ``Stepped`` event stores."""
+        ...
+
+    def encode_delta(
+        self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
+    ) -> SnapshotDelta:
+        """What changed from ``before`` (None: a first macrostep) to ``after``, as a ``Stepped`` event stores it."""
         ...
 
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
