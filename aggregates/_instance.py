@@ -34,6 +34,18 @@ from aggregates.errors import InvalidCommand
 from statechart import Effect, Event, JsonValue, SnapshotDelta
 
 
+def _holds(inbox: tuple[Message, ...], seq: int) -> bool:
+    """Whether message ``seq`` is in the inbox (the head, usually: checked first)."""
+    return bool(inbox) and inbox[0].seq == seq or any(m.seq == seq for m in inbox)
+
+
+def _without(inbox: tuple[Message, ...], seq: int) -> tuple[Message, ...]:
+    """The inbox without message ``seq``; taking the head (the usual case) is a slice, not a scan."""
+    if inbox and inbox[0].seq == seq:
+        return inbox[1:]
+    return tuple(m for m in inbox if m.seq != seq)
+
+
 class Instance(Aggregate):
     """A chart or task instance, event-sourced."""
 
@@ -162,7 +174,7 @@ class Instance(Aggregate):
             record: InstanceRecord = aggregate.record
             inbox = record.inbox
             if self.consumed is not None:
-                inbox = tuple(m for m in inbox if m.seq != self.consumed)
+                inbox = _without(inbox, self.consumed)
             status = InstanceStatus.RUNNING if record.status is InstanceStatus.BORN else record.status
             if self.snapshot is not None:
                 parts, slots = split_snapshot(self.snapshot)
@@ -197,7 +209,7 @@ class Instance(Aggregate):
         self._require_live("record a macrostep")
         if self.record.status is InstanceStatus.PARKED:
             raise InvalidCommand(self.id, "record a macrostep", "the instance is parked")
-        if consumed is not None and all(m.seq != consumed for m in self.record.inbox):
+        if consumed is not None and not _holds(self.record.inbox, consumed):
             raise InvalidCommand(self.id, "record a macrostep", f"message {consumed} is not in the inbox")
         if (delta is None) == (snapshot is None):
             raise InvalidCommand(self.id, "record a macrostep", "give either a delta or a whole snapshot")
@@ -394,12 +406,11 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            inbox = tuple(m for m in record.inbox if m.seq != self.consumed)
-            aggregate.record = attrs.evolve(record, inbox=inbox)
+            aggregate.record = attrs.evolve(record, inbox=_without(record.inbox, self.consumed))
 
     def reject(self, message: Message, reason: str) -> None:
         """Consume ``message`` without applying it, recording why."""
-        if all(m.seq != message.seq for m in self.record.inbox):
+        if not _holds(self.record.inbox, message.seq):
             raise InvalidCommand(self.id, "reject a message", f"message {message.seq} is not in the inbox")
         self.trigger_event(self.EvidenceRejected, consumed=message.seq, event=message.event, reason=reason)
 

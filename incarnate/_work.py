@@ -91,6 +91,7 @@ class UnitOfWork:
         self.loaded: dict[UUID, Instance | None] = {}
         self.created: dict[UUID, Instance] = {}
         self.followups: list[UUID] = []
+        self._following: set[UUID] = set()  # the followups, for an O(1) membership test
         self.deadlines: list[tuple[float, UUID]] = []
         self.decoded: dict[UUID, Snapshot[Any]] = {}
         self.fenced: set[UUID] = set()
@@ -124,7 +125,8 @@ class UnitOfWork:
 
     def follow(self, instance_id: UUID) -> None:
         """Give ``instance_id`` to the runner once the commit has landed."""
-        if instance_id not in self.followups:
+        if instance_id not in self._following:
+            self._following.add(instance_id)
             self.followups.append(instance_id)
 
     def watch(self, deadline: float, instance_id: UUID) -> None:
