@@ -11,12 +11,12 @@ import sqlite3
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import (
     ApplicationRecorder,
     EventStore,
@@ -24,6 +24,7 @@ from eventsourcing.persistence import (
     Mapper,
     MapperDeserialisationError,
     PersistenceError,
+    Recording,
 )
 
 from aggregates import (
@@ -46,6 +47,7 @@ from incarnate._ownership import TakeOver, is_live, take_over
 from incarnate._process import Decision, decide
 from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
 from incarnate._runners import DeterministicRunner, Runner
+from incarnate._snapshots import DEFAULT_SNAPSHOT_EVENTS, TolerantZlib, snapshot_due
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction, run_task
 from incarnate._work import UnitOfWork
@@ -151,6 +153,29 @@ class SnapshotStore(EventStore[UUID]):
     correctness.
     """
 
+    max_payload_bytes: int | None = None
+    """Snapshots encoded larger than this are not written (see ``incarnate._snapshots``)."""
+
+    def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[UUID]]:
+        """Store the snapshots that fit the payload limit; one that does not is skipped with a warning."""
+        stored = []
+        for snapshot in domain_events:
+            record = self.mapper.to_stored_event(snapshot)
+            limit = self.max_payload_bytes
+            if limit is not None and len(record.state) > limit:
+                log.warning(
+                    "not snapshotting %s at version %s: %d bytes encoded, over the payload limit of %d",
+                    record.originator_id,
+                    record.originator_version,
+                    len(record.state),
+                    limit,
+                )
+                continue
+            stored.append(record)
+        if stored:
+            self.recorder.insert_events(stored, **kwargs)
+        return []
+
     def get(
         self,
         originator_id: UUID,
@@ -208,11 +233,16 @@ class Engine(Application[UUID]):
             if max_payload_bytes is not None
             else self.storage.payload_limit()
         )
+        self.snapshot_interval = snapshot_interval
+        self._snapshotted: dict[UUID, int] = {}
+        """The version of the latest snapshot of each instance, as far as this engine knows."""
         if snapshot_interval is not None:
             if snapshot_interval < 1:
                 raise ConfigurationError(f"snapshot_interval must be at least 1, got {snapshot_interval}")
             merged["IS_SNAPSHOTTING_ENABLED"] = "y"
             self.snapshotting_intervals = {Instance: snapshot_interval}  # type: ignore[misc]
+        else:
+            merged.setdefault("IS_SNAPSHOTTING_ENABLED", "y")  # spaced by size (incarnate._snapshots)
         # Instances are cached and fast-forwarded from the store before use, so a
         # unit of work reads only the events it has not seen (writes by other
         # engines included); commands always get a private copy.
@@ -285,9 +315,39 @@ class Engine(Application[UUID]):
         return LimitedEventStore(self.mapper, self.recorder, self.max_payload_bytes)
 
     def construct_snapshot_store(self) -> EventStore[UUID]:
-        """Snapshots that do not decode are skipped (see :class:`SnapshotStore`)."""
+        """Snapshots that do not decode are skipped (see :class:`SnapshotStore`); they are compressed."""
         recorder = self.factory.aggregate_recorder(purpose="snapshots")
-        return SnapshotStore(mapper=self.mapper, recorder=recorder)
+        mapper = CattrsMapper(
+            transcoder=self.factory.transcoder(),
+            cipher=self.factory.cipher(),
+            compressor=self.factory.compressor() or TolerantZlib(),
+        )
+        store = SnapshotStore(mapper=mapper, recorder=recorder)
+        store.max_payload_bytes = self.max_payload_bytes
+        return store
+
+    def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
+        """Snapshot the instances just saved that are due (see ``incarnate._snapshots``).
+
+        With ``snapshot_interval`` set, the library's own rule applies (every N versions).
+        """
+        if self.snapshot_interval is not None:
+            super()._take_snapshots(processing_event)
+            return
+        if self.snapshots is None:
+            return
+        for aggregate_id, aggregate in processing_event.aggregates.items():
+            if not isinstance(aggregate, Instance):
+                continue
+            last = self._snapshotted.get(aggregate_id, 0)
+            if not snapshot_due(aggregate, last, DEFAULT_SNAPSHOT_EVENTS):
+                continue
+            self._snapshotted[aggregate_id] = aggregate.version
+            try:
+                self.snapshots.put([InstanceSnapshot.take(aggregate)])
+            except (PersistenceError, sqlite3.DatabaseError, OSError) as error:
+                # A snapshot only saves time: the events are committed and stay the truth.
+                log.warning("could not snapshot %s: %s", aggregate_id, error)
 
     def register(self, chart: Chart[Any]) -> None:
         """Register a chart under its name."""
@@ -667,6 +727,8 @@ class Engine(Application[UUID]):
             found = list(self.snapshots.get(instance_id, desc=True, limit=1))
             if found and isinstance(found[0], InstanceSnapshot):
                 start = found[0]
+                known = self._snapshotted.get(instance_id, 0)
+                self._snapshotted[instance_id] = max(known, start.originator_version)
         with _decoding(instance_id):
             events = list(self.events.get(instance_id, gt=start.originator_version if start else None))
         if start is None and not events:
