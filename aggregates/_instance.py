@@ -36,7 +36,7 @@ from statechart import Effect, Event, JsonValue, SnapshotDelta
 
 def _holds(inbox: tuple[Message, ...], seq: int) -> bool:
     """Whether message ``seq`` is in the inbox (the head, usually: checked first)."""
-    return bool(inbox) and inbox[0].seq == seq or any(m.seq == seq for m in inbox)
+    return (bool(inbox) and inbox[0].seq == seq) or any(m.seq == seq for m in inbox)
 
 
 def _without(inbox: tuple[Message, ...], seq: int) -> tuple[Message, ...]:

@@ -17,7 +17,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import immutables
 
-
 V = TypeVar("V")
 SlotKey = tuple[str, str]
 
@@ -33,7 +32,9 @@ class Keyed(Generic[V]):
 
     kind: ClassVar[str] = "value"
 
-    def __init__(self, items: immutables.Map[SlotKey, tuple[int, V]] | None = None, next_seq: int = 0) -> None:
+    def __init__(
+        self, items: immutables.Map[SlotKey, tuple[int, V]] | None = None, next_seq: int = 0
+    ) -> None:
         self._items: immutables.Map[SlotKey, tuple[int, V]] = items if items is not None else immutables.Map()
         self._next = next_seq
         self._ordered: tuple[V, ...] | None = None
@@ -65,7 +66,7 @@ class Keyed(Generic[V]):
         return item[1] if item is not None else None
 
     def position(self, key: SlotKey) -> int:
-        """Where ``key`` stands in the order (``KeyError`` when it is absent); only comparisons mean anything."""
+        """Where ``key`` stands in the order (``KeyError`` when absent); only comparisons mean anything."""
         return self._items[key][0]
 
     def put(self, value: V) -> Any:

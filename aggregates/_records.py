@@ -156,7 +156,7 @@ class InstanceRecord:
     snapshot_parts: JsonObject | None = None
     """The encoded snapshot's top-level fields, ``children`` apart (None before the first macrostep)."""
     slots: SlotData = attrs.field(factory=SlotData, converter=_slots)
-    """The encoded snapshot's child slots, by ``(site, key)``: a macrostep changes only the ones it touched."""
+    """The encoded snapshot's child slots, by ``(site, key)``: a macrostep changes only those it touched."""
     steps: int = 0
     inbox: tuple[Message, ...] = ()
     message_seq: int = 0

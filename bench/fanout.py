@@ -222,8 +222,13 @@ def main(argv: list[str] | None = None) -> int:
                     schema = f"bench_fanout_{uuid.uuid4().hex[:12]}"
                     postgres.fresh(schema)
                     location = ",".join(
-                        (common.POSTGRES_HOST, str(common.POSTGRES_PORT), common.POSTGRES_DBNAME,
-                         postgres.user, schema)
+                        (
+                            common.POSTGRES_HOST,
+                            str(common.POSTGRES_PORT),
+                            common.POSTGRES_DBNAME,
+                            postgres.user,
+                            schema,
+                        )
                     )
                     results.append(run_size(store, size, location))
         print_results(store, results)

@@ -428,8 +428,11 @@ class Engine(Application[UUID]):
             if known is not None and known[0] == unchanged_since:
                 snapshot = known[1]
         if snapshot is None:
+            whole = record.snapshot  # built only here: O(slots)
+            if whole is None:
+                return
             try:
-                snapshot = self._codecs[chart.name].decode(record.snapshot)
+                snapshot = self._codecs[chart.name].decode(whole)
             except CodecError:
                 return
         with self._cache_lock:

@@ -136,7 +136,16 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
                 now=now,
             )
             _apply(
-                workshop, uow, instance, chart, current, snapshot, effects, now, careful=careful, trigger=due.event
+                workshop,
+                uow,
+                instance,
+                chart,
+                current,
+                snapshot,
+                effects,
+                now,
+                careful=careful,
+                trigger=due.event,
             )
             return Decision("timer", due.id)
         if message is None:
@@ -154,7 +163,16 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
             now=now,
         )
         _apply(
-            workshop, uow, instance, chart, current, snapshot, effects, now, careful=careful, trigger=message.event
+            workshop,
+            uow,
+            instance,
+            chart,
+            current,
+            snapshot,
+            effects,
+            now,
+            careful=careful,
+            trigger=message.event,
         )
         return Decision("stepped", message.event.name)
     except (StepError, CodecError) as error:

@@ -640,10 +640,11 @@ def migrate(engine: Engine, instance_id: UUID, mapping: Mapping[str, str]) -> Ch
         chart = engine.charts.get(record.name)
         if chart is None:
             raise EngineError(f"chart {record.name!r} is not registered; register the new version first")
-        if record.snapshot_parts is None:
+        whole = record.snapshot
+        if whole is None:
             raise EngineError(f"instance {instance_id} has no snapshot to migrate")
         try:
-            data, _ = migrated_snapshot(chart, record.snapshot, mapping)
+            data, _ = migrated_snapshot(chart, whole, mapping)
         except ValueError as error:
             raise MigrationRejected(instance_id, [str(error)]) from error
         instance.migrate(tuple(sorted(mapping.items())), chart.fingerprint, data)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import zlib
 
-from eventsourcing.compressor import Compressor
+from eventsourcing.persistence import Compressor
 
 from aggregates import Instance
 

@@ -58,7 +58,7 @@ class Workshop(Protocol):
     def encode_delta(
         self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
     ) -> SnapshotDelta:
-        """What changed from ``before`` (None: a first macrostep) to ``after``, as a ``Stepped`` event stores it."""
+        """What changed from ``before`` (None: a first macrostep) to ``after``, as ``Stepped`` stores it."""
         ...
 
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:

@@ -88,7 +88,7 @@ class MismatchedActivation(CheckpointError):
 
 
 class CorruptedDelta(CheckpointError):
-    """A ``Stepped`` event's slot changes do not fit the snapshot (a slot removed twice, changed before it exists…)."""
+    """A ``Stepped`` event's slot changes do not fit the snapshot (a slot removed twice, or missing)."""
 
     kind = "corrupted"
     subject = "snapshot delta"
@@ -216,7 +216,10 @@ class _Fold:
         """A macrostep's changes, each checked against the slots they name."""
         if event.parts is None:
             raise CorruptedDelta(
-                self.instance_id, "-", "a Stepped event with neither a snapshot nor a delta", version=self.version
+                self.instance_id,
+                "-",
+                "a Stepped event with neither a snapshot nor a delta",
+                version=self.version,
             )
         if self.parts is None:
             self.parts = dict(event.parts)
@@ -298,9 +301,9 @@ class _Fold:
             k for k in dirty if k in slots and slots[k].get("status") in _LIVE and self.slot_seq[k] > mark
         ]
         new_activations = [k for k in dirty if k in activations and self.activation_seq[k] > mark]
-        if set(new_slots) != set(new_activations) or sorted(new_slots, key=self.slot_seq.__getitem__) != sorted(
-            new_activations, key=self.activation_seq.__getitem__
-        ):
+        if set(new_slots) != set(new_activations) or sorted(
+            new_slots, key=self.slot_seq.__getitem__
+        ) != sorted(new_activations, key=self.activation_seq.__getitem__):
             self.check_all()
             return
         self.checked()
@@ -399,7 +402,7 @@ class _Fold:
             self.slot_seq[key] = self._seq()
             # Inputs and states are kept by the snapshot's own slots; the record holds no copy.
             self.inputs[key] = slot.get("input")
-            self.states[key] = slot.get("state")
+            self.states[key] = slot["state"]
         self.steps = record.steps
         self.activations = {}
         for activation in record.activations:

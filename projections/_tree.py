@@ -192,7 +192,11 @@ def timeline(events: Iterable[Any]) -> list[TimelineEntry]:
             configurations[e.originator_id] = tuple(e.snapshot.get("configuration", ()))
         entries.append(
             TimelineEntry(
-                e.timestamp, e.originator_id, e.originator_version, type(e).__name__, _summary(e, configurations)
+                e.timestamp,
+                e.originator_id,
+                e.originator_version,
+                type(e).__name__,
+                _summary(e, configurations),
             )
         )
         if type(e).__name__ == "Stepped":

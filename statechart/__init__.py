@@ -79,7 +79,15 @@ from statechart._model import (
 )
 from statechart._registry import Registry
 from statechart._shape import Compatibility, Shape, SiteShape, StateShape, TransitionShape, compare
-from statechart._snapshot import ChildSlot, HistoryEntry, SlotChanges, SlotStatus, Snapshot, Status, slot_changes
+from statechart._snapshot import (
+    ChildSlot,
+    HistoryEntry,
+    SlotChanges,
+    SlotStatus,
+    Snapshot,
+    Status,
+    slot_changes,
+)
 
 __all__ = [
     "CONVERTER",

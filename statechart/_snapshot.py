@@ -203,9 +203,7 @@ def slot_changes(before: Snapshot[Any] | None, after: Snapshot[Any]) -> SlotChan
     kept = [key for key in new if key in old]
     # Changed slots keep their places; anything else (an order the three lists cannot
     # express) is said as: every slot removed, every slot added.
-    if kept != [key for key in old if key in new] or any(
-        key not in old for key in list(new)[: len(kept)]
-    ):
+    if kept != [key for key in old if key in new] or any(key not in old for key in list(new)[: len(kept)]):
         return SlotChanges(added=after.children, removed=tuple(old))
     changed = tuple(new[key] for key in kept if new[key] != old[key])
     added = tuple(slot for key, slot in new.items() if key not in old)

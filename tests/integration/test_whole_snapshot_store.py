@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from aggregates import Instance, InstanceStatus
-from incarnate import Engine, Storage
-from incarnate.testing import VirtualClock
+from incarnate import Engine, Storage, VirtualClock
 from projections import Checkpoint, resume_plan
 from tests.integration.data.make_whole_snapshot_store import PARENT_ID, START
 from tests.scenarios import charts
@@ -24,7 +23,10 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     copy = tmp_path / "store.db"
     shutil.copyfile(STORE, copy)
     engine = Engine(
-        charts.ALL, {"charge": lambda call: "ok"}, storage=Storage.sqlite(str(copy)), clock=VirtualClock(START + 60)
+        charts.ALL,
+        {"charge": lambda call: "ok"},
+        storage=Storage.sqlite(str(copy)),
+        clock=VirtualClock(START + 60),
     )
     yield engine
     engine.close()
@@ -35,7 +37,7 @@ def stepped(engine: Engine) -> list[Instance.Stepped]:
 
 
 def test_whole_snapshot_events_load_into_the_same_checkpoint(engine: Engine) -> None:
-    """The parent's old-form events rebuild its record and ResumePlan exactly: slots, activations, snapshot."""
+    """The parent's old-form events rebuild its record and ResumePlan exactly."""
     events = stepped(engine)
     assert events and all(e.snapshot is not None and e.parts is None for e in events)
     parent = engine.instance(PARENT_ID)
@@ -55,7 +57,7 @@ def test_whole_snapshot_events_load_into_the_same_checkpoint(engine: Engine) -> 
 
 
 def test_an_old_store_recovers_and_goes_on_in_deltas(engine: Engine) -> None:
-    """Recovered from old-form events, the parent finishes its family; its new events are deltas, still exact."""
+    """Recovered from old-form events, the parent finishes its family in exact delta events."""
     engine.resume_all()
     engine.run_until_idle()
     for kid in engine.children(PARENT_ID):

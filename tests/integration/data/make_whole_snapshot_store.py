@@ -18,11 +18,12 @@ import os
 import sys
 from uuid import UUID
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+)
 
-from incarnate import Engine, Storage  # noqa: E402
-from incarnate.testing import VirtualClock  # noqa: E402
-from tests.scenarios import charts  # noqa: E402
+from incarnate import Engine, Storage, VirtualClock
+from tests.scenarios import charts
 
 PARENT_ID = UUID("00000000-0000-4000-8000-00000000fa00")
 START = 1_000.0
@@ -32,10 +33,12 @@ def main() -> None:
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "whole_snapshot_store.db")
     if os.path.exists(path):
         os.remove(path)
-    engine = Engine(charts.ALL, {"charge": lambda call: "ok"}, storage=Storage.sqlite(path), clock=VirtualClock(START))
+    engine = Engine(
+        charts.ALL, {"charge": lambda call: "ok"}, storage=Storage.sqlite(path), clock=VirtualClock(START)
+    )
     engine.start("parent", {"members": ["a", "b", "c"]}, id=PARENT_ID)
     engine.run_until_idle()
-    kids = {k.record.parent.key: k.id for k in engine.children(PARENT_ID)}
+    kids = {k.record.parent.key: k.id for k in engine.children(PARENT_ID) if k.record.parent is not None}
     engine.send(kids["a"], "finish")
     engine.run_until_idle()
     engine.send(PARENT_ID, "regroup", ["b", "c", "d"])
