@@ -189,7 +189,7 @@ def worker(db: str) -> int:
 # ------------------------------------------------------- the demo's store
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_EVENT_TABLES = ("stored_events", "snapshots")
+_EVENT_TABLES = ("stored_events", "stored_snapshots", "snapshots")
 """The tables of the library's SQLite recorders whose rows name an aggregate."""
 _MAX_GENERATION = 1000
 """Generations of the order's child slots recognised as the demo's (one run uses fewer than 10)."""
