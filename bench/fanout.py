@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from typing import Any
 
@@ -98,8 +99,12 @@ def _rss_kib() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def measure(storage: Storage, size: int) -> dict[str, Any]:
-    """Run one fan-out of ``size`` children on ``storage``; the figures of the run."""
+def measure(storage: Storage, size: int, *, traced: bool = False) -> dict[str, Any]:
+    """Run one fan-out of ``size`` children on ``storage``; the figures of the run.
+
+    ``traced``: memory is the peak of the Python heap (``tracemalloc``) instead
+    of the resident set; the run is slower under it.
+    """
     engine = Engine([PARENT, KID], storage=storage)
     try:
         # A small fan-out first, not counted: imports, codecs and caches that any first
@@ -109,12 +114,17 @@ def measure(storage: Storage, size: int) -> dict[str, Any]:
         if engine.instance(warm.id).record.status.value != "done":
             raise RuntimeError("the warm-up fan-out did not finish")
         start = (engine.recorder.max_notification_id() or 0) + 1
+        if traced:
+            tracemalloc.start()
         before = _rss_kib()
         began = time.perf_counter()
         parent = engine.start(PARENT.name, {"size": size})
         engine.run_until_idle(max_units=10 * size + 100)
         elapsed = time.perf_counter() - began
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if traced:
+            before, peak = 0, tracemalloc.get_traced_memory()[1] // 1024
+            tracemalloc.stop()
         record = engine.instance(parent.id).record
         if record.status.value != "done":
             raise RuntimeError(f"the parent ended {record.status.value}, not done")
@@ -141,19 +151,21 @@ def measure(storage: Storage, size: int) -> dict[str, Any]:
     }
 
 
-def child_main(store: str, size: int, location: str) -> None:
+def child_main(store: str, size: int, location: str, *, traced: bool = False) -> None:
     """The subprocess: measure one size on one store, print the figures as JSON."""
     if store == "sqlite":
         storage = Storage.sqlite(location)
     else:
         host, port, dbname, user, schema = location.split(",")
         storage = Storage.postgres(dbname, host=host, port=int(port), user=user, schema=schema)
-    print(json.dumps(measure(storage, size)))
+    print(json.dumps(measure(storage, size, traced=traced)))
 
 
-def run_size(store: str, size: int, location: str) -> dict[str, Any]:
+def run_size(store: str, size: int, location: str, *, traced: bool = False) -> dict[str, Any]:
     """Measure one size in a fresh subprocess."""
     command = [sys.executable, "-m", "bench.fanout", "--child", store, str(size), location]
+    if traced:
+        command.append("--tracemalloc")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=root)
     if done.returncode != 0:
@@ -208,24 +220,34 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated numbers of children (default 100,1000,10000)",
     )
     common.add_choice(parser, "store", common.STORES)
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="memory as the peak of the Python heap (tracemalloc), not the resident set; slower",
+    )
     parser.add_argument("--child", nargs=3, metavar=("STORE", "SIZE", "LOCATION"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
         store, size, location = options.child
-        child_main(store, int(size), location)
+        child_main(store, int(size), location, traced=options.tracemalloc)
         return 0
     stores = common.selected(options.store, common.STORES)
     if common.missing_driver(stores):
         return 2
     common.print_environment(("eventsourcing", "attrs", "cattrs"))
-    print(f"sizes {', '.join(f'{n:,}' for n in options.sizes)}; deterministic runner, one thread\n")
+    memory = "tracemalloc peak (times inflated by it)" if options.tracemalloc else "peak RSS growth"
+    print(
+        f"sizes {', '.join(f'{n:,}' for n in options.sizes)}; deterministic runner, one thread; "
+        f"memory: {memory}\n"
+    )
     for store in stores:
         results = []
         if store == "sqlite":
             with tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory:
                 print(f"sqlite: files in {directory}")
                 for n, size in enumerate(options.sizes):
-                    results.append(run_size(store, size, os.path.join(directory, f"fanout-{n}.db")))
+                    location = os.path.join(directory, f"fanout-{n}.db")
+                    results.append(run_size(store, size, location, traced=options.tracemalloc))
         else:
             with common.open_postgres() as postgres:
                 if postgres is None:
@@ -243,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                             schema,
                         )
                     )
-                    results.append(run_size(store, size, location))
+                    results.append(run_size(store, size, location, traced=options.tracemalloc))
         print_results(store, results)
         print()
     return 0
