@@ -22,6 +22,8 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
+from aggregates._keyed import SlotData
+from aggregates._records import Activation, Activations
 from aggregates.errors import DecodeError
 from statechart import Effect, make_converter
 
@@ -34,6 +36,17 @@ def make_event_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
     configure_tagged_union(Effect, converter, tag_name="effect")
+    # The record's keyed maps are stored as their values, in order (an InstanceSnapshot).
+    converter.register_unstructure_hook(SlotData, lambda slots: list(slots.values()))
+    converter.register_structure_hook(
+        SlotData, lambda value, _: SlotData.of(converter.structure(value, list[dict[str, Any]]))
+    )
+    converter.register_unstructure_hook(
+        Activations, lambda kept: [converter.unstructure(a, Activation) for a in kept.values()]
+    )
+    converter.register_structure_hook(
+        Activations, lambda value, _: Activations.of(converter.structure(value, list[Activation]))
+    )
     return converter
 
 

@@ -26,10 +26,24 @@ from aggregates._records import (
     Message,
     RetryEntry,
     Settlement,
+    apply_slot_changes,
+    split_snapshot,
 )
 from aggregates._snapshot import InstanceSnapshot
 from aggregates.errors import InvalidCommand
-from statechart import Effect, Event, JsonValue
+from statechart import Effect, Event, JsonValue, SnapshotDelta
+
+
+def _holds(inbox: tuple[Message, ...], seq: int) -> bool:
+    """Whether message ``seq`` is in the inbox (the head, usually: checked first)."""
+    return (bool(inbox) and inbox[0].seq == seq) or any(m.seq == seq for m in inbox)
+
+
+def _without(inbox: tuple[Message, ...], seq: int) -> tuple[Message, ...]:
+    """The inbox without message ``seq``; taking the head (the usual case) is a slice, not a scan."""
+    if inbox and inbox[0].seq == seq:
+        return inbox[1:]
+    return tuple(m for m in inbox if m.seq != seq)
 
 
 class Instance(Aggregate):
@@ -130,23 +144,50 @@ class Instance(Aggregate):
     # ------------------------------------------------------- macrosteps
 
     class Stepped(Aggregate.Event):
-        """One committed macrostep: what triggered it and the resulting snapshot."""
+        """One committed macrostep: what triggered it and what it changed in the snapshot.
+
+        ``parts`` holds the encoded top-level fields of the snapshot that
+        changed, and ``added``, ``changed`` and ``removed`` the child slots
+        (see :class:`~statechart.SnapshotDelta`): a parent's event carries
+        what changed, never every slot. Events stored before this form carry
+        the whole encoded ``snapshot`` instead, and still apply as they did.
+        """
 
         trigger: Event | None
         consumed: int | None
         timer: str | None
-        snapshot: JsonObject
         effects: tuple[Effect, ...]
         now: float
+        snapshot: JsonObject | None = None
+        parts: JsonObject | None = None
+        added: tuple[JsonObject, ...] = ()
+        changed: tuple[JsonObject, ...] = ()
+        removed: tuple[tuple[str, str], ...] = ()
+
+        def configuration_after(self, before: tuple[str, ...]) -> tuple[str, ...]:
+            """The configuration after this macrostep, given the one before it (carried only when changed)."""
+            if self.snapshot is not None:
+                return tuple(self.snapshot.get("configuration", ()))
+            return tuple((self.parts or {}).get("configuration", before))
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             inbox = record.inbox
             if self.consumed is not None:
-                inbox = tuple(m for m in inbox if m.seq != self.consumed)
+                inbox = _without(inbox, self.consumed)
             status = InstanceStatus.RUNNING if record.status is InstanceStatus.BORN else record.status
+            if self.snapshot is not None:
+                parts, slots = split_snapshot(self.snapshot)
+            else:
+                parts = {**(record.snapshot_parts or {}), **(self.parts or {})}
+                slots = apply_slot_changes(record.slots, self.added, self.changed, self.removed)
             aggregate.record = attrs.evolve(
-                record, snapshot=self.snapshot, steps=record.steps + 1, inbox=inbox, status=status
+                record,
+                snapshot_parts=parts,
+                slots=slots,
+                steps=record.steps + 1,
+                inbox=inbox,
+                status=status,
             )
 
     def record_step(
@@ -155,25 +196,46 @@ class Instance(Aggregate):
         trigger: Event | None,
         consumed: int | None,
         timer: str | None,
-        snapshot: JsonObject,
         effects: tuple[Effect, ...],
         now: float,
+        delta: SnapshotDelta | None = None,
+        snapshot: JsonObject | None = None,
     ) -> None:
-        """Commit a macrostep (the initial one has no trigger)."""
+        """Commit a macrostep (the initial one has no trigger).
+
+        ``delta`` is what the macrostep changed (relative to the snapshot the
+        record holds); a whole encoded ``snapshot`` may be given instead.
+        """
         self._require_live("record a macrostep")
         if self.record.status is InstanceStatus.PARKED:
             raise InvalidCommand(self.id, "record a macrostep", "the instance is parked")
-        if consumed is not None and all(m.seq != consumed for m in self.record.inbox):
+        if consumed is not None and not _holds(self.record.inbox, consumed):
             raise InvalidCommand(self.id, "record a macrostep", f"message {consumed} is not in the inbox")
-        self.trigger_event(
-            self.Stepped,
-            trigger=trigger,
-            consumed=consumed,
-            timer=timer,
-            snapshot=snapshot,
-            effects=effects,
-            now=now,
-        )
+        if (delta is None) == (snapshot is None):
+            raise InvalidCommand(self.id, "record a macrostep", "give either a delta or a whole snapshot")
+        if delta is not None:
+            self.trigger_event(
+                self.Stepped,
+                trigger=trigger,
+                consumed=consumed,
+                timer=timer,
+                effects=effects,
+                now=now,
+                parts=delta.parts,
+                added=delta.added,
+                changed=delta.changed,
+                removed=delta.removed,
+            )
+        else:
+            self.trigger_event(
+                self.Stepped,
+                trigger=trigger,
+                consumed=consumed,
+                timer=timer,
+                effects=effects,
+                now=now,
+                snapshot=snapshot,
+            )
 
     # ------------------------------------------------------ child slots
 
@@ -197,7 +259,7 @@ class Instance(Aggregate):
                 facts.kind,
                 facts.name,
             )
-            aggregate.record = attrs.evolve(record, activations=(*record.activations, activation))
+            aggregate.record = attrs.evolve(record, retained=record.retained.put(activation))
 
     def record_birth(self, facts: BirthFacts) -> None:
         """Retain a first incarnation of a slot."""
@@ -220,17 +282,15 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            activations = tuple(
-                attrs.evolve(
-                    a,
-                    state=ActivationState.RETRYING,
-                    journal=(*a.journal, RetryEntry(self.ref, a.attempt, self.error, self.deadline)),
-                )
-                if a.ref == self.ref
-                else a
-                for a in record.activations
+            a = record.activation(self.ref.site, self.ref.key)
+            if a is None or a.ref != self.ref:
+                return
+            retrying = attrs.evolve(
+                a,
+                state=ActivationState.RETRYING,
+                journal=(*a.journal, RetryEntry(self.ref, a.attempt, self.error, self.deadline)),
             )
-            aggregate.record = attrs.evolve(record, activations=activations)
+            aggregate.record = attrs.evolve(record, retained=record.retained.put(retrying))
 
     def record_retry(self, ref: Ref, attempt: int, deadline: float, error: JsonValue) -> None:
         """Move a running activation to retrying."""
@@ -252,21 +312,19 @@ class Instance(Aggregate):
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             facts = self.facts
-            activations = tuple(
-                attrs.evolve(
-                    a,
-                    generation=facts.ref.generation,
-                    ref=facts.ref,
-                    state=ActivationState.RUNNING,
-                    attempt=facts.attempt,
-                    armed_step=facts.armed_step,
-                    provenance=Provenance.RETRY,
-                )
-                if a.ref == facts.previous
-                else a
-                for a in record.activations
+            a = record.activation(facts.ref.site, facts.ref.key)
+            if a is None or a.ref != facts.previous:
+                return
+            fresh = attrs.evolve(
+                a,
+                generation=facts.ref.generation,
+                ref=facts.ref,
+                state=ActivationState.RUNNING,
+                attempt=facts.attempt,
+                armed_step=facts.armed_step,
+                provenance=Provenance.RETRY,
             )
-            aggregate.record = attrs.evolve(record, activations=activations)
+            aggregate.record = attrs.evolve(record, retained=record.retained.put(fresh))
 
     def record_resume(self, facts: BirthFacts) -> None:
         """Replace a retrying activation by its fresh incarnation."""
@@ -296,8 +354,10 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            activations = tuple(a for a in record.activations if a.ref != self.ref)
-            aggregate.record = attrs.evolve(record, activations=activations)
+            a = record.activation(self.ref.site, self.ref.key)
+            if a is None or a.ref != self.ref:
+                return
+            aggregate.record = attrs.evolve(record, retained=record.retained.remove((a.site, a.key)))
 
     def record_settled(self, ref: Ref, settlement: Settlement) -> None:
         """Drop the activation of ``ref``."""
@@ -346,12 +406,11 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            inbox = tuple(m for m in record.inbox if m.seq != self.consumed)
-            aggregate.record = attrs.evolve(record, inbox=inbox)
+            aggregate.record = attrs.evolve(record, inbox=_without(record.inbox, self.consumed))
 
     def reject(self, message: Message, reason: str) -> None:
         """Consume ``message`` without applying it, recording why."""
-        if all(m.seq != message.seq for m in self.record.inbox):
+        if not _holds(self.record.inbox, message.seq):
             raise InvalidCommand(self.id, "reject a message", f"message {message.seq} is not in the inbox")
         self.trigger_event(self.EvidenceRejected, consumed=message.seq, event=message.event, reason=reason)
 
@@ -452,7 +511,7 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            status = InstanceStatus.RUNNING if record.snapshot is not None else InstanceStatus.BORN
+            status = InstanceStatus.RUNNING if record.snapshot_parts is not None else InstanceStatus.BORN
             aggregate.record = attrs.evolve(record, status=status)
 
     def resolve(self, resolution: str) -> None:
@@ -475,8 +534,9 @@ class Instance(Aggregate):
         """Why, as the operator gave it; events stored before these fields decode with them empty."""
 
         def apply(self, aggregate: Any) -> None:
+            parts, slots = split_snapshot(self.snapshot)
             aggregate.record = attrs.evolve(
-                aggregate.record, snapshot=self.snapshot, fingerprint=self.fingerprint
+                aggregate.record, snapshot_parts=parts, slots=slots, fingerprint=self.fingerprint
             )
 
     def migrate(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
 import attrs
 
 from aggregates._identity import AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
+from aggregates._keyed import Keyed, SlotData, SlotKey
 from statechart import Event, JsonValue
 
 JsonObject = dict[str, Any]
@@ -90,6 +92,24 @@ class Activation:
         return self.ref.child_id
 
 
+class Activations(Keyed[Activation]):
+    """A parent's activations, by ``(site, key)``, in the order they were retained."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def key_of(value: Any) -> SlotKey:
+        return (value.site, value.key)
+
+
+def _activations(value: Activations | Iterable[Activation]) -> Activations:
+    return value if isinstance(value, Activations) else Activations.of(value)
+
+
+def _slots(value: SlotData | Iterable[JsonObject]) -> SlotData:
+    return value if isinstance(value, SlotData) else SlotData.of(value)
+
+
 @attrs.frozen
 class Message:
     """An accepted event waiting in an instance's inbox."""
@@ -133,11 +153,15 @@ class InstanceRecord:
     birth: BirthFacts | None
     ancestry: tuple[AncestryFrame, ...]
     status: InstanceStatus = InstanceStatus.BORN
-    snapshot: JsonObject | None = None
+    snapshot_parts: JsonObject | None = None
+    """The encoded snapshot's top-level fields, ``children`` apart (None before the first macrostep)."""
+    slots: SlotData = attrs.field(factory=SlotData, converter=_slots)
+    """The encoded snapshot's child slots, by ``(site, key)``: a macrostep changes only those it touched."""
     steps: int = 0
     inbox: tuple[Message, ...] = ()
     message_seq: int = 0
-    activations: tuple[Activation, ...] = ()
+    retained: Activations = attrs.field(factory=Activations, converter=_activations)
+    """The activations by ``(site, key)`` (see :attr:`activations` for them in order)."""
     cancel: CancelRequest | None = None
     output: JsonValue = None
     error: JsonValue = None
@@ -148,9 +172,51 @@ class InstanceRecord:
     traceparent: str | None = None
     """The W3C trace context of the step that gave birth to it (tracing only; never compared)."""
 
+    @property
+    def snapshot(self) -> JsonObject | None:
+        """The encoded statechart snapshot, whole (built from its parts and slots: O(slots))."""
+        parts = self.snapshot_parts
+        if parts is None:
+            return None
+        return {**parts, "children": list(self.slots.values())}
+
+    @property
+    def activations(self) -> tuple[Activation, ...]:
+        """The activations, in the order they were retained (the order of their slots)."""
+        return self.retained.values()
+
     def activation(self, site: str, key: str) -> Activation | None:
-        """The activation of slot ``(site, key)``, if retained."""
-        for activation in self.activations:
-            if activation.site == site and activation.key == key:
-                return activation
-        return None
+        """The activation of slot ``(site, key)``, if retained (O(1))."""
+        return self.retained.get((site, key))
+
+
+def split_snapshot(data: JsonObject) -> tuple[JsonObject, SlotData]:
+    """A whole encoded snapshot as the record keeps it: its top-level parts and its slots."""
+    parts = {name: value for name, value in data.items() if name != "children"}
+    return parts, SlotData.of(data.get("children", ()))
+
+
+def apply_slot_changes(
+    slots: SlotData,
+    added: Iterable[JsonObject],
+    changed: Iterable[JsonObject],
+    removed: Iterable[tuple[str, str]],
+) -> SlotData:
+    """``slots`` after one macrostep's slot changes: removed, then changed in place, then added last.
+
+    O(changed). The aggregate applies what was committed; a delta that does
+    not fit (a slot removed twice, changed before it exists) is reported by
+    the ResumePlan, which checks every fact (``projections``), not here.
+    """
+    for key in removed:
+        site_key = (key[0], key[1])
+        if site_key in slots:
+            slots = slots.remove(site_key)
+    for slot in changed:
+        slots = slots.put(slot)
+    for slot in added:
+        key = SlotData.key_of(slot)
+        if key in slots:
+            slots = slots.remove(key)
+        slots = slots.put(slot)
+    return slots

@@ -189,7 +189,7 @@ def worker(db: str) -> int:
 # ------------------------------------------------------- the demo's store
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_EVENT_TABLES = ("stored_events", "snapshots")
+_EVENT_TABLES = ("stored_events", "stored_snapshots", "snapshots")
 """The tables of the library's SQLite recorders whose rows name an aggregate."""
 _MAX_GENERATION = 1000
 """Generations of the order's child slots recognised as the demo's (one run uses fewer than 10)."""
@@ -297,7 +297,7 @@ def _say(line: str) -> None:
 def _configuration(engine: Engine) -> Callable[[Instance], tuple[str, ...]]:
     def configuration(instance: Instance) -> tuple[str, ...]:
         chart = engine.charts.get(instance.record.name)
-        if chart is None or instance.record.snapshot is None:
+        if chart is None or instance.record.snapshot_parts is None:
             return ()
         return chart.atomic(engine.decode(chart, instance).configuration)
 

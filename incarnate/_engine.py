@@ -11,12 +11,12 @@ import sqlite3
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import (
     ApplicationRecorder,
     EventStore,
@@ -24,6 +24,7 @@ from eventsourcing.persistence import (
     Mapper,
     MapperDeserialisationError,
     PersistenceError,
+    Recording,
 )
 
 from aggregates import (
@@ -46,6 +47,7 @@ from incarnate._ownership import TakeOver, is_live, take_over
 from incarnate._process import Decision, decide
 from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
 from incarnate._runners import DeterministicRunner, Runner
+from incarnate._snapshots import DEFAULT_SNAPSHOT_EVENTS, TolerantZlib, snapshot_due
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction, run_task
 from incarnate._work import UnitOfWork
@@ -71,6 +73,7 @@ from statechart import (
     Shape,
     Snapshot,
     SnapshotCodec,
+    SnapshotDelta,
     check_json,
     error_invoke_event,
 )
@@ -138,6 +141,10 @@ def _decoding(instance_id: UUID) -> Iterator[None]:
         raise CorruptRecord.of(instance_id, error) from error
 
 
+_SNAPSHOT_EVENTS = (Instance.Stepped, Instance.Migrated)
+"""The events that change an instance's statechart snapshot."""
+
+
 class SnapshotStore(EventStore[UUID]):
     """The snapshot store: a snapshot that does not decode is skipped with a warning.
 
@@ -145,6 +152,29 @@ class SnapshotStore(EventStore[UUID]):
     events, which stay the truth, so a corrupted snapshot never costs
     correctness.
     """
+
+    max_payload_bytes: int | None = None
+    """Snapshots encoded larger than this are not written (see ``incarnate._snapshots``)."""
+
+    def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[UUID]]:
+        """Store the snapshots that fit the payload limit; one that does not is skipped with a warning."""
+        stored = []
+        for snapshot in domain_events:
+            record = self.mapper.to_stored_event(snapshot)
+            limit = self.max_payload_bytes
+            if limit is not None and len(record.state) > limit:
+                log.warning(
+                    "not snapshotting %s at version %s: %d bytes encoded, over the payload limit of %d",
+                    record.originator_id,
+                    record.originator_version,
+                    len(record.state),
+                    limit,
+                )
+                continue
+            stored.append(record)
+        if stored:
+            self.recorder.insert_events(stored, **kwargs)
+        return []
 
     def get(
         self,
@@ -203,11 +233,16 @@ class Engine(Application[UUID]):
             if max_payload_bytes is not None
             else self.storage.payload_limit()
         )
+        self.snapshot_interval = snapshot_interval
+        self._snapshotted: dict[UUID, int] = {}
+        """The version of the latest snapshot of each instance, as far as this engine knows."""
         if snapshot_interval is not None:
             if snapshot_interval < 1:
                 raise ConfigurationError(f"snapshot_interval must be at least 1, got {snapshot_interval}")
             merged["IS_SNAPSHOTTING_ENABLED"] = "y"
             self.snapshotting_intervals = {Instance: snapshot_interval}  # type: ignore[misc]
+        else:
+            merged.setdefault("IS_SNAPSHOTTING_ENABLED", "y")  # spaced by size (incarnate._snapshots)
         # Instances are cached and fast-forwarded from the store before use, so a
         # unit of work reads only the events it has not seen (writes by other
         # engines included); commands always get a private copy.
@@ -280,9 +315,39 @@ class Engine(Application[UUID]):
         return LimitedEventStore(self.mapper, self.recorder, self.max_payload_bytes)
 
     def construct_snapshot_store(self) -> EventStore[UUID]:
-        """Snapshots that do not decode are skipped (see :class:`SnapshotStore`)."""
+        """Snapshots that do not decode are skipped (see :class:`SnapshotStore`); they are compressed."""
         recorder = self.factory.aggregate_recorder(purpose="snapshots")
-        return SnapshotStore(mapper=self.mapper, recorder=recorder)
+        mapper = CattrsMapper(
+            transcoder=self.factory.transcoder(),
+            cipher=self.factory.cipher(),
+            compressor=self.factory.compressor() or TolerantZlib(),
+        )
+        store = SnapshotStore(mapper=mapper, recorder=recorder)
+        store.max_payload_bytes = self.max_payload_bytes
+        return store
+
+    def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
+        """Snapshot the instances just saved that are due (see ``incarnate._snapshots``).
+
+        With ``snapshot_interval`` set, the library's own rule applies (every N versions).
+        """
+        if self.snapshot_interval is not None:
+            super()._take_snapshots(processing_event)
+            return
+        if self.snapshots is None:
+            return
+        for aggregate_id, aggregate in processing_event.aggregates.items():
+            if not isinstance(aggregate, Instance):
+                continue
+            last = self._snapshotted.get(aggregate_id, 0)
+            if not snapshot_due(aggregate, last, DEFAULT_SNAPSHOT_EVENTS):
+                continue
+            self._snapshotted[aggregate_id] = aggregate.version
+            try:
+                self.snapshots.put([InstanceSnapshot.take(aggregate)])
+            except (PersistenceError, sqlite3.DatabaseError, OSError) as error:
+                # A snapshot only saves time: the events are committed and stay the truth.
+                log.warning("could not snapshot %s: %s", aggregate_id, error)
 
     def register(self, chart: Chart[Any]) -> None:
         """Register a chart under its name."""
@@ -320,6 +385,12 @@ class Engine(Application[UUID]):
         """A snapshot as stored data."""
         return self._codecs[chart.name].encode(snapshot)
 
+    def encode_delta(
+        self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
+    ) -> SnapshotDelta:
+        """What changed from ``before`` (None: a first macrostep) to ``after``, as stored data."""
+        return self._codecs[chart.name].encode_delta(before, after)
+
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
         """The instance's current snapshot, decoded through its registered chart."""
         cached = self._decoded.get(instance.id)
@@ -337,16 +408,31 @@ class Engine(Application[UUID]):
             _make_room(self._decoded, self.cache_size, instance_id)
             self._decoded[instance_id] = (version, snapshot)
 
-    def _remember(self, instance: Instance, decoded: Snapshot[Any] | None = None) -> None:
-        """Keep the decoded snapshot of the version just committed, for the next unit of work."""
+    def _remember(
+        self, instance: Instance, decoded: Snapshot[Any] | None = None, unchanged_since: int | None = None
+    ) -> None:
+        """Keep the decoded snapshot of the version just committed, for the next unit of work.
+
+        ``unchanged_since`` is the version before the commit when the commit
+        did not change the snapshot (a message accepted, an activation
+        settled): a snapshot remembered at that version is carried forward
+        instead of decoding the whole snapshot again.
+        """
         record = instance.record
         chart = self.charts.get(record.name)
-        if chart is None or record.snapshot is None or record.kind is not InstanceKind.CHART:
+        if chart is None or record.snapshot_parts is None or record.kind is not InstanceKind.CHART:
             return
         snapshot = decoded
+        if snapshot is None and unchanged_since is not None:
+            known = self._decoded.get(instance.id)
+            if known is not None and known[0] == unchanged_since:
+                snapshot = known[1]
         if snapshot is None:
+            whole = record.snapshot  # built only here: O(slots)
+            if whole is None:
+                return
             try:
-                snapshot = self._codecs[chart.name].decode(record.snapshot)
+                snapshot = self._codecs[chart.name].decode(whole)
             except CodecError:
                 return
         with self._cache_lock:
@@ -644,6 +730,8 @@ class Engine(Application[UUID]):
             found = list(self.snapshots.get(instance_id, desc=True, limit=1))
             if found and isinstance(found[0], InstanceSnapshot):
                 start = found[0]
+                known = self._snapshotted.get(instance_id, 0)
+                self._snapshotted[instance_id] = max(known, start.originator_version)
         with _decoding(instance_id):
             events = list(self.events.get(instance_id, gt=start.originator_version if start else None))
         if start is None and not events:
@@ -1059,6 +1147,11 @@ class Engine(Application[UUID]):
         if not pending:
             _tracing.committed()
             return
+        unchanged = {
+            instance.id: instance.version - len(instance.pending_events)
+            for instance in pending
+            if not any(isinstance(e, _SNAPSHOT_EVENTS) for e in instance.pending_events)
+        }
         try:
             for instance_id in uow.fenced:
                 loaded = uow.loaded.get(instance_id)
@@ -1074,7 +1167,7 @@ class Engine(Application[UUID]):
             raise
         _tracing.committed()  # the step's span ends with its commit
         for instance in pending:
-            self._remember(instance, uow.decoded.get(instance.id))
+            self._remember(instance, uow.decoded.get(instance.id), unchanged.get(instance.id))
         for instance_id, created in uow.created.items():
             self.held[instance_id] = created.record.incarnation
         self.acquired.update(uow.created)

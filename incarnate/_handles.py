@@ -29,7 +29,7 @@ import attrs
 
 from aggregates import Instance, InstanceStatus
 from incarnate.errors import EngineError
-from statechart import JsonValue, SnapshotCodec
+from statechart import JsonValue
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
@@ -270,14 +270,15 @@ class SendReceipt:
                 record.status,
                 f"the instance ended ({record.status.value}) before processing it",
             )
+        configuration: tuple[str, ...] = ()
         for event in self.engine.events_of(self.instance_id):
+            if isinstance(event, Instance.Stepped):
+                configuration = event.configuration_after(configuration)
+            elif isinstance(event, Instance.Migrated):
+                configuration = tuple(event.snapshot.get("configuration", ()))
             if getattr(event, "consumed", None) != self.seq:
                 continue
             if isinstance(event, Instance.Stepped):
-                chart = self.engine.charts.get(record.name)
-                configuration: tuple[str, ...] = ()
-                if chart is not None:
-                    configuration = SnapshotCodec(chart).decode(event.snapshot).configuration
                 return StepOutcome(
                     self.instance_id, self.seq, event.originator_version, configuration, record.status
                 )

@@ -353,7 +353,7 @@ def enabled_events(chart: Chart[Any], configuration: Iterable[str]) -> tuple[str
 def _configuration(engine: Engine, instance: Instance) -> tuple[str, ...]:
     record = instance.record
     chart = engine.charts.get(record.name)
-    if chart is None or record.kind is not InstanceKind.CHART or record.snapshot is None:
+    if chart is None or record.kind is not InstanceKind.CHART or record.snapshot_parts is None:
         return ()
     try:
         return chart.atomic(engine.decode(chart, instance).configuration)

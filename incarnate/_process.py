@@ -38,6 +38,7 @@ from statechart import (
     RetryChild,
     SendToChild,
     SendToParent,
+    SlotChanges,
     SlotStatus,
     Snapshot,
     Status,
@@ -45,6 +46,7 @@ from statechart import (
     done_invoke_event,
     error_invoke_event,
     fire,
+    slot_changes,
     start,
     step,
     stop,
@@ -114,11 +116,11 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
                 trigger=None,
                 consumed=None,
                 timer=None,
-                snapshot=workshop.encode(chart, snapshot),
+                delta=workshop.encode_delta(chart, None, snapshot),
                 effects=effects,
                 now=now,
             )
-            _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=careful)
+            _apply(workshop, uow, instance, chart, None, snapshot, effects, now, careful=careful)
             return Decision("started")
         current = workshop.decode(chart, instance)
         due = next((t for t in current.timers if t.deadline <= now), None)
@@ -129,11 +131,22 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
                 trigger=due.event,
                 consumed=None,
                 timer=due.id,
-                snapshot=workshop.encode(chart, snapshot),
+                delta=workshop.encode_delta(chart, current, snapshot),
                 effects=effects,
                 now=now,
             )
-            _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=due.event)
+            _apply(
+                workshop,
+                uow,
+                instance,
+                chart,
+                current,
+                snapshot,
+                effects,
+                now,
+                careful=careful,
+                trigger=due.event,
+            )
             return Decision("timer", due.id)
         if message is None:
             return None
@@ -145,11 +158,22 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
             trigger=message.event,
             consumed=message.seq,
             timer=None,
-            snapshot=workshop.encode(chart, snapshot),
+            delta=workshop.encode_delta(chart, current, snapshot),
             effects=effects,
             now=now,
         )
-        _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=careful, trigger=message.event)
+        _apply(
+            workshop,
+            uow,
+            instance,
+            chart,
+            current,
+            snapshot,
+            effects,
+            now,
+            careful=careful,
+            trigger=message.event,
+        )
         return Decision("stepped", message.event.name)
     except (StepError, CodecError) as error:
         _fail_on_error(workshop, uow, instance, error, now)
@@ -181,11 +205,11 @@ def _cancel(
                 trigger=Event("cancel", request.reason, EventKind.PLATFORM),
                 consumed=None,
                 timer=None,
-                snapshot=workshop.encode(chart, snapshot),
+                delta=workshop.encode_delta(chart, current, snapshot),
                 effects=effects,
                 now=now,
             )
-            _apply(workshop, uow, instance, chart, snapshot, effects, now, careful=False)
+            _apply(workshop, uow, instance, chart, current, snapshot, effects, now, careful=False)
     uow.end_cancelled(instance, now)
     return Decision("cancelled", request.reason)
 
@@ -252,6 +276,7 @@ def _apply(
     uow: UnitOfWork,
     instance: Instance,
     chart: Chart[object],
+    before: Snapshot[object] | None,
     snapshot: Snapshot[object],
     effects: tuple[Effect, ...],
     now: float,
@@ -263,11 +288,12 @@ def _apply(
 
     Activations that this macrostep ended are settled first, so that a slot
     re-entered in the same macrostep (a loop) can take its new Birth.
+    ``before`` is the snapshot the macrostep started from (None for the first).
     """
     armed_step = snapshot.steps - 1
     retried = {effect.failed for effect in effects if isinstance(effect, RetryChild)}
     retried.update(effect.previous for effect in effects if isinstance(effect, ResumeChild))
-    _settle(instance, snapshot, trigger, retried)
+    _settle(instance, snapshot, slot_changes(before, snapshot), trigger, retried)
     for effect in effects:
         if isinstance(effect, BirthChild):
             facts = _facts(instance, chart, effect, armed_step)
@@ -314,17 +340,32 @@ def snapshot_state(chart: Chart[object], site_id: str) -> str:
 
 
 def _settle(
-    instance: Instance, snapshot: Snapshot[object], trigger: Event | None, retried: set[InvokeId]
+    instance: Instance,
+    snapshot: Snapshot[object],
+    changes: SlotChanges,
+    trigger: Event | None,
+    retried: set[InvokeId],
 ) -> None:
     """Drop the activations whose slots ended in this macrostep.
 
     A slot whose outcome this macrostep consumed settles as done (or failed,
     for an exhausted ``error.invoke``) even when the chart then left the
     site's state in the same macrostep; any other slot that vanished was
-    cancelled.
+    cancelled. Only the slots the macrostep touched can end (every other
+    activation's slot is as live as it was), so this costs O(changed), in
+    the activations' order.
     """
     consumed = trigger.invoke_id if trigger is not None else None
-    for activation in instance.record.activations:
+    touched = dict.fromkeys(changes.removed)
+    touched.update(((slot.site, slot.key), None) for slot in (*changes.changed, *changes.added))
+    if consumed is not None:
+        touched[(consumed.site, consumed.key)] = None
+    retained = instance.record.retained
+    candidates = [key for key in touched if key in retained]
+    candidates.sort(key=retained.position)
+    for key in candidates:
+        activation = retained.get(key)
+        assert activation is not None
         if activation.ref.invoke_id in retried:
             continue  # ChildRetry / ChildResume carry it on
         slot = snapshot.slot(activation.site, activation.key)

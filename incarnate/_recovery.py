@@ -640,10 +640,11 @@ def migrate(engine: Engine, instance_id: UUID, mapping: Mapping[str, str]) -> Ch
         chart = engine.charts.get(record.name)
         if chart is None:
             raise EngineError(f"chart {record.name!r} is not registered; register the new version first")
-        if record.snapshot is None:
+        whole = record.snapshot
+        if whole is None:
             raise EngineError(f"instance {instance_id} has no snapshot to migrate")
         try:
-            data, _ = migrated_snapshot(chart, record.snapshot, mapping)
+            data, _ = migrated_snapshot(chart, whole, mapping)
         except ValueError as error:
             raise MigrationRejected(instance_id, [str(error)]) from error
         instance.migrate(tuple(sorted(mapping.items())), chart.fingerprint, data)
@@ -796,8 +797,7 @@ def _birth_differences(
         if own != theirs
     ]
     kept = parent.record
-    slots = kept.snapshot.get("children", []) if kept.snapshot is not None else []
-    slot = next((s for s in slots if (s["site"], s["key"]) == (activation.site, activation.key)), None)
+    slot = kept.slots.get((activation.site, activation.key))
     chart = engine.charts.get(kept.name)
     site = chart.site_by_id.get(activation.site) if chart is not None else None
     ancestry = birth.ancestry if site is None else kept.ancestry

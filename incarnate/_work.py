@@ -25,7 +25,7 @@ from eventsourcing.application import AggregateNotFoundError
 
 from aggregates import Instance
 from incarnate._clock import Clock
-from statechart import Chart, Event, JsonValue, Snapshot, error_invoke_event
+from statechart import Chart, Event, JsonValue, Snapshot, SnapshotDelta, error_invoke_event
 
 
 class Workshop(Protocol):
@@ -53,6 +53,12 @@ class Workshop(Protocol):
 
     def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
         """``snapshot`` of ``chart`` as the data a ``Stepped`` event stores."""
+        ...
+
+    def encode_delta(
+        self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
+    ) -> SnapshotDelta:
+        """What changed from ``before`` (None: a first macrostep) to ``after``, as ``Stepped`` stores it."""
         ...
 
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
@@ -85,6 +91,7 @@ class UnitOfWork:
         self.loaded: dict[UUID, Instance | None] = {}
         self.created: dict[UUID, Instance] = {}
         self.followups: list[UUID] = []
+        self._following: set[UUID] = set()  # the followups, for an O(1) membership test
         self.deadlines: list[tuple[float, UUID]] = []
         self.decoded: dict[UUID, Snapshot[Any]] = {}
         self.fenced: set[UUID] = set()
@@ -118,7 +125,8 @@ class UnitOfWork:
 
     def follow(self, instance_id: UUID) -> None:
         """Give ``instance_id`` to the runner once the commit has landed."""
-        if instance_id not in self.followups:
+        if instance_id not in self._following:
+            self._following.add(instance_id)
             self.followups.append(instance_id)
 
     def watch(self, deadline: float, instance_id: UUID) -> None:

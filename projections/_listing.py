@@ -112,7 +112,7 @@ def needs_state(topic: str) -> bool:
     """Whether :func:`apply_notification` reads the state of an event with ``topic``.
 
     Callers may pass an empty state for every other topic and skip decoding
-    it (a ``Stepped`` event carries a whole statechart snapshot).
+    it (a ``Stepped`` event can be large: a first fan-out macrostep carries every new slot).
     """
     return topic in (STARTED, INCIDENT_RECORDED, CLAIMED)
 

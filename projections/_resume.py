@@ -50,6 +50,7 @@ class CheckpointError(IncarnateError, ValueError):
     """The stored events do not make an exact checkpoint; nothing may be resumed from them."""
 
     kind = "invalid"
+    subject = "activation"
 
     def __init__(self, instance_id: UUID, slot: str, problem: str, *, version: int | None = None) -> None:
         self.instance_id = instance_id
@@ -57,7 +58,9 @@ class CheckpointError(IncarnateError, ValueError):
         self.problem = problem
         self.version = version
         at = f" at version {version}" if version is not None else ""
-        super().__init__(f"checkpoint of {instance_id}{at}, slot {slot}: {self.kind} activation: {problem}")
+        super().__init__(
+            f"checkpoint of {instance_id}{at}, slot {slot}: {self.kind} {self.subject}: {problem}"
+        )
 
 
 class OmittedActivation(CheckpointError):
@@ -82,6 +85,13 @@ class MismatchedActivation(CheckpointError):
     """An activation disagrees with its slot (generation, Ref, attempt, state, step, input…)."""
 
     kind = "mismatched"
+
+
+class CorruptedDelta(CheckpointError):
+    """A ``Stepped`` event's slot changes do not fit the snapshot (a slot removed twice, or missing)."""
+
+    kind = "corrupted"
+    subject = "snapshot delta"
 
 
 class CheckpointUndecodable(CheckpointError):
@@ -119,17 +129,27 @@ def _type_name(topic: str) -> str:
     return topic.rpartition(":")[2].rpartition(".")[2]
 
 
+SlotKey = tuple[str, str]
+
+
 class _Fold:
-    """The state of the fold: only what a checkpoint needs."""
+    """The state of the fold: only what a checkpoint needs.
+
+    Slots and activations are kept by ``(site, key)`` in insertion order
+    (a replaced one keeps its place), so each fact costs O(1); the check at
+    a macrostep boundary looks only at the slots touched since the last one
+    (see :meth:`check`).
+    """
 
     def __init__(self) -> None:
         self.instance_id = UUID(int=0)
         self.version = 0
         self.status = InstanceStatus.BORN
         self.kind = InstanceKind.CHART
-        self.snapshot: JsonObject | None = None
+        self.parts: JsonObject | None = None
+        self.slots: dict[SlotKey, JsonObject] = {}
         self.steps = 0
-        self.activations: list[Activation] = []
+        self.activations: dict[SlotKey, Activation] = {}
         self.inputs: dict[tuple[str, str], Any] = {}
         # What every birth fact is checked against: the instance itself, and the effects of
         # the macrostep whose commit records the fact (none after a migration; unknown, None,
@@ -139,6 +159,14 @@ class _Fold:
         self.ancestry: tuple[AncestryFrame, ...] = ()
         self.births: dict[tuple[type, InvokeId], BirthChild | ResumeChild] | None = None
         self.states: dict[tuple[str, str], str] = {}
+        # Insertion numbers (a slot or activation put anew goes last), the numbers at the last
+        # check, and the keys touched since; ``full`` asks the next check to look at everything.
+        self.slot_seq: dict[SlotKey, int] = {}
+        self.activation_seq: dict[SlotKey, int] = {}
+        self.next_seq = 0
+        self.mark = 0
+        self.dirty: dict[SlotKey, None] = {}
+        self.full = True
 
     # -------------------------------------------------------------- errors
 
@@ -146,43 +174,172 @@ class _Fold:
         return cls(self.instance_id, _slot_name(site, key), problem, version=self.version)
 
     def find(self, site: str, key: str) -> Activation | None:
-        for activation in self.activations:
-            if activation.site == site and activation.key == key:
-                return activation
-        return None
+        return self.activations.get((site, key))
+
+    @property
+    def snapshot(self) -> JsonObject | None:
+        """The encoded snapshot, whole."""
+        if self.parts is None:
+            return None
+        return {**self.parts, "children": list(self.slots.values())}
+
+    # ------------------------------------------------------------- changes
+
+    def _seq(self) -> int:
+        self.next_seq += 1
+        return self.next_seq
+
+    def put_activation(self, activation: Activation) -> None:
+        key = (activation.site, activation.key)
+        if key not in self.activations:
+            self.activation_seq[key] = self._seq()
+        self.activations[key] = activation
+        self.dirty[key] = None
+
+    def drop_activation(self, key: SlotKey) -> None:
+        del self.activations[key]
+        del self.activation_seq[key]
+        self.dirty[key] = None
+
+    def replace_snapshot(self, data: JsonObject) -> None:
+        """A whole encoded snapshot (events before deltas, a migration): every slot is checked next."""
+        self.parts = {name: value for name, value in data.items() if name != "children"}
+        self.slots = {}
+        self.slot_seq = {}
+        for slot in data.get("children", []):
+            key = (slot["site"], slot["key"])
+            self.slots[key] = slot
+            self.slot_seq[key] = self._seq()
+        self.full = True
+
+    def apply_delta(self, event: Any) -> None:
+        """A macrostep's changes, each checked against the slots they name."""
+        if event.parts is None:
+            raise CorruptedDelta(
+                self.instance_id,
+                "-",
+                "a Stepped event with neither a snapshot nor a delta",
+                version=self.version,
+            )
+        if self.parts is None:
+            self.parts = dict(event.parts)
+        else:
+            self.parts = {**self.parts, **event.parts}
+        slots = self.slots
+        for site, key in event.removed:
+            if (site, key) not in slots:
+                raise self.error(
+                    CorruptedDelta, site, key, "the Stepped event removes a slot the snapshot does not have"
+                )
+            del slots[(site, key)]
+            del self.slot_seq[(site, key)]
+            self.dirty[(site, key)] = None
+        for slot in event.changed:
+            site, key = self.slot_key(slot)
+            if (site, key) not in slots:
+                raise self.error(
+                    CorruptedDelta, site, key, "the Stepped event changes a slot the snapshot does not have"
+                )
+            slots[(site, key)] = slot
+            self.dirty[(site, key)] = None
+        for slot in event.added:
+            site, key = self.slot_key(slot)
+            if (site, key) in slots:
+                raise self.error(
+                    CorruptedDelta, site, key, "the Stepped event adds a slot the snapshot has already"
+                )
+            slots[(site, key)] = slot
+            self.slot_seq[(site, key)] = self._seq()
+            self.dirty[(site, key)] = None
+
+    def slot_key(self, slot: Any) -> SlotKey:
+        site = slot.get("site") if isinstance(slot, dict) else None
+        key = slot.get("key") if isinstance(slot, dict) else None
+        if not isinstance(site, str) or not isinstance(key, str):
+            raise CorruptedDelta(
+                self.instance_id, "-", f"a slot without a site and key: {slot!r}", version=self.version
+            )
+        return (site, key)
 
     # --------------------------------------------------------------- check
 
     def check(self) -> None:
-        """At a macrostep boundary: activations cover the live slots exactly, in order."""
-        if self.snapshot is None:
-            if self.activations:
-                a = self.activations[0]
-                raise self.error(ReorderedActivation, a.site, a.key, "an activation precedes any macrostep")
+        """At a macrostep boundary: activations cover the live slots exactly, in order.
+
+        Only the slots touched since the last check can have changed; each
+        is checked, and the ones put anew (last, in both orders) must come
+        in the same order among slots as among activations. Anything that
+        is not plainly so is checked in full, which decides exactly as a
+        check of everything would.
+        """
+        if self.full or self.parts is None:
+            self.check_all()
             return
-        children = self.snapshot.get("children", [])
-        live = [c for c in children if c.get("status") in _LIVE]
-        for slot in live:
-            site, key = slot["site"], slot["key"]
-            matching = [a for a in self.activations if a.site == site and a.key == key]
-            if not matching:
+        dirty = self.dirty
+        if not dirty:
+            return
+        slots, activations = self.slots, self.activations
+        for key in dirty:
+            slot = slots.get(key)
+            live = slot is not None and slot.get("status") in _LIVE
+            activation = activations.get(key)
+            if live and activation is None:
+                assert slot is not None
+                raise self.error(
+                    OmittedActivation, *key, f"the snapshot keeps generation {slot['generation']} alive"
+                )
+            if activation is not None and not live:
+                raise self.error(
+                    MismatchedActivation,
+                    *key,
+                    f"generation {activation.generation} is retained but the snapshot keeps no live slot",
+                )
+            if activation is not None and slot is not None:
+                self.compare(activation, slot)
+        mark = self.mark
+        new_slots = [
+            k for k in dirty if k in slots and slots[k].get("status") in _LIVE and self.slot_seq[k] > mark
+        ]
+        new_activations = [k for k in dirty if k in activations and self.activation_seq[k] > mark]
+        if set(new_slots) != set(new_activations) or sorted(
+            new_slots, key=self.slot_seq.__getitem__
+        ) != sorted(new_activations, key=self.activation_seq.__getitem__):
+            self.check_all()
+            return
+        self.checked()
+
+    def checked(self) -> None:
+        self.mark = self.next_seq
+        self.dirty = {}
+        self.full = False
+
+    def check_all(self) -> None:
+        """Every live slot against every activation, and their orders."""
+        if self.parts is None:
+            if self.activations:
+                a = next(iter(self.activations.values()))
+                raise self.error(ReorderedActivation, a.site, a.key, "an activation precedes any macrostep")
+            self.checked()
+            return
+        live = [(k, slot) for k, slot in self.slots.items() if slot.get("status") in _LIVE]
+        for (site, key), slot in live:
+            activation = self.activations.get((site, key))
+            if activation is None:
                 raise self.error(
                     OmittedActivation, site, key, f"the snapshot keeps generation {slot['generation']} alive"
                 )
-            if len(matching) > 1:
-                raise self.error(DuplicatedActivation, site, key, f"{len(matching)} activations for one slot")
-            self.compare(matching[0], slot)
-        kept = {(c["site"], c["key"]) for c in live}
-        for activation in self.activations:
-            if (activation.site, activation.key) not in kept:
+            self.compare(activation, slot)
+        kept = {k for k, _ in live}
+        for (site, key), activation in self.activations.items():
+            if (site, key) not in kept:
                 raise self.error(
                     MismatchedActivation,
-                    activation.site,
-                    activation.key,
+                    site,
+                    key,
                     f"generation {activation.generation} is retained but the snapshot keeps no live slot",
                 )
-        order = [(a.site, a.key) for a in self.activations]
-        expected = [(c["site"], c["key"]) for c in live]
+        order = list(self.activations)
+        expected = [k for k, _ in live]
         if order != expected:
             for (site, key), (want_site, want_key) in zip(order, expected, strict=False):
                 if (site, key) != (want_site, want_key):
@@ -193,6 +350,7 @@ class _Fold:
                         f"activations are ordered {[_slot_name(*o) for o in order]}, the snapshot's "
                         f"slots {[_slot_name(*e) for e in expected]}",
                     )
+        self.checked()
 
     def compare(self, activation: Activation, slot: dict[str, Any]) -> None:
         differences = []
@@ -236,21 +394,27 @@ class _Fold:
         self.version = snapshot.originator_version
         self.status = record.status
         self.kind = record.kind
-        self.snapshot = record.snapshot
+        self.parts = dict(record.snapshot_parts) if record.snapshot_parts is not None else None
+        self.slots = {}
+        for slot in record.slots.values():
+            key = (slot["site"], slot["key"])
+            self.slots[key] = slot
+            self.slot_seq[key] = self._seq()
+            # Inputs and states are kept by the snapshot's own slots; the record holds no copy.
+            self.inputs[key] = slot.get("input")
+            self.states[key] = slot["state"]
         self.steps = record.steps
-        self.activations = list(record.activations)
+        self.activations = {}
+        for activation in record.activations:
+            self.put_activation(activation)
         self.type_name = _type_name(snapshot.topic)
         self.root = record.root
         self.ancestry = record.ancestry
-        # Inputs and states are kept by the snapshot's own slots; the record holds no copy.
-        if record.snapshot is not None:
-            for slot in record.snapshot.get("children", []):
-                self.inputs[(slot["site"], slot["key"])] = slot.get("input")
-                self.states[(slot["site"], slot["key"])] = slot.get("state")
+        self.full = True
 
     def migrate(self, event: Any) -> None:
         """An operator's state mapping renames the states the slots sit on, not the facts."""
-        self.snapshot = event.snapshot
+        self.replace_snapshot(event.snapshot)
         self.births = {}
         mapping = dict(event.mapping)
         self.states = {slot: mapping.get(name, name) for slot, name in self.states.items()}
@@ -308,7 +472,7 @@ class _Fold:
     def birth(self, facts: BirthFacts) -> None:
         ref = facts.ref
         site, key = ref.site, ref.key
-        if self.snapshot is None:
+        if self.parts is None:
             raise self.error(ReorderedActivation, site, key, "a Birth precedes any macrostep")
         if ref.parent != self.instance_id:
             raise self.error(MismatchedActivation, site, key, f"the Ref names parent {ref.parent}")
@@ -329,7 +493,7 @@ class _Fold:
                 f"armed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
             )
         self.witness(facts, BirthChild)
-        self.activations.append(
+        self.put_activation(
             Activation(
                 site,
                 key,
@@ -370,8 +534,8 @@ class _Fold:
                 f"a ChildRetry to attempt {event.attempt} after attempt {current.attempt}",
             )
         entry = RetryEntry(ref, current.attempt, event.error, event.deadline)
-        self.replace(
-            current, attrs.evolve(current, state=ActivationState.RETRYING, journal=(*current.journal, entry))
+        self.put_activation(
+            attrs.evolve(current, state=ActivationState.RETRYING, journal=(*current.journal, entry))
         )
 
     def resume(self, facts: BirthFacts) -> None:
@@ -417,8 +581,7 @@ class _Fold:
                 f"resumed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
             )
         self.witness(facts, ResumeChild)
-        self.replace(
-            current,
+        self.put_activation(
             attrs.evolve(
                 current,
                 generation=ref.generation,
@@ -443,12 +606,9 @@ class _Fold:
                 f"a ChildSettled ({event.settlement.value}) for generation {ref.generation}, "
                 "which is not retained",
             )
-        self.activations.remove(current)
+        self.drop_activation((ref.site, ref.key))
         self.inputs.pop((ref.site, ref.key), None)
         self.states.pop((ref.site, ref.key), None)
-
-    def replace(self, old: Activation, new: Activation) -> None:
-        self.activations[self.activations.index(old)] = new
 
 
 def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fold:
@@ -462,7 +622,10 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
         name = type(event).__name__
         if name == "Stepped":
             state.check()
-            state.snapshot = event.snapshot
+            if event.snapshot is not None:
+                state.replace_snapshot(event.snapshot)  # stored before deltas: the whole snapshot
+            else:
+                state.apply_delta(event)
             state.births = {
                 (type(e), e.invoke_id): e for e in event.effects if isinstance(e, BirthChild | ResumeChild)
             }
@@ -495,7 +658,7 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
         elif name == "IncidentRecorded" and event.incident.parked:
             state.status = InstanceStatus.PARKED
         elif name == "Resolved":
-            state.status = InstanceStatus.RUNNING if state.snapshot is not None else InstanceStatus.BORN
+            state.status = InstanceStatus.RUNNING if state.parts is not None else InstanceStatus.BORN
         state.version = event.originator_version
     state.check()
     return state
@@ -515,10 +678,13 @@ def resume_plan(
     """
     state = fold(events, start=start)
     snapshot: Snapshot[Any] | None = None
-    if state.snapshot is not None and chart is not None:
+    data = state.snapshot
+    if data is not None and chart is not None:
         try:
-            snapshot = SnapshotCodec(chart).decode(state.snapshot)
+            snapshot = SnapshotCodec(chart).decode(data)
             check_snapshot(chart, snapshot)
         except CodecError as error:
             raise CheckpointUndecodable(state.instance_id, "-", str(error), version=state.version) from error
-    return Checkpoint(state.instance_id, state.version, state.status, snapshot, tuple(state.activations))
+    return Checkpoint(
+        state.instance_id, state.version, state.status, snapshot, tuple(state.activations.values())
+    )

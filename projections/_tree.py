@@ -129,7 +129,7 @@ class TimelineEntry:
     summary: str
 
 
-def _summary(event: Any) -> str:
+def _summary(event: Any, configurations: dict[UUID, tuple[str, ...]]) -> str:
     name = type(event).__name__
     if name == "Started":
         parent = ""
@@ -144,7 +144,8 @@ def _summary(event: Any) -> str:
             trigger = "initial macrostep"
         else:
             trigger = f"event {event.trigger.name!r}"
-        configuration = event.snapshot.get("configuration", [])
+        configuration = event.configuration_after(configurations.get(event.originator_id, ()))
+        configurations[event.originator_id] = configuration
         return f"{trigger} -> {', '.join(configuration)}"
     if name in ("Birth", "ChildResume"):
         facts = event.facts
@@ -185,9 +186,18 @@ def timeline(events: Iterable[Any]) -> list[TimelineEntry]:
     still visible.
     """
     entries: list[TimelineEntry] = []
+    configurations: dict[UUID, tuple[str, ...]] = {}
     for e in events:
+        if type(e).__name__ == "Migrated":
+            configurations[e.originator_id] = tuple(e.snapshot.get("configuration", ()))
         entries.append(
-            TimelineEntry(e.timestamp, e.originator_id, e.originator_version, type(e).__name__, _summary(e))
+            TimelineEntry(
+                e.timestamp,
+                e.originator_id,
+                e.originator_version,
+                type(e).__name__,
+                _summary(e, configurations),
+            )
         )
         if type(e).__name__ == "Stepped":
             for effect in e.effects:

@@ -9,7 +9,14 @@ reads a clock or draws randomness: effects are returned as data.
 
 from statechart._chart import Chart, NoContext
 from statechart._check import check_snapshot, snapshot_problems
-from statechart._codec import CONVERTER, SnapshotCodec, check_json, context_from_input, make_converter
+from statechart._codec import (
+    CONVERTER,
+    SnapshotCodec,
+    SnapshotDelta,
+    check_json,
+    context_from_input,
+    make_converter,
+)
 from statechart._diagram import to_dot, to_mermaid
 from statechart._effects import (
     ActionFailed,
@@ -72,7 +79,15 @@ from statechart._model import (
 )
 from statechart._registry import Registry
 from statechart._shape import Compatibility, Shape, SiteShape, StateShape, TransitionShape, compare
-from statechart._snapshot import ChildSlot, HistoryEntry, SlotStatus, Snapshot, Status
+from statechart._snapshot import (
+    ChildSlot,
+    HistoryEntry,
+    SlotChanges,
+    SlotStatus,
+    Snapshot,
+    Status,
+    slot_changes,
+)
 
 __all__ = [
     "CONVERTER",
@@ -112,9 +127,11 @@ __all__ = [
     "Shape",
     "Site",
     "SiteShape",
+    "SlotChanges",
     "SlotStatus",
     "Snapshot",
     "SnapshotCodec",
+    "SnapshotDelta",
     "StateKind",
     "StateNode",
     "StateShape",
@@ -147,6 +164,7 @@ __all__ = [
     "send",
     "send_child",
     "send_parent",
+    "slot_changes",
     "snapshot_problems",
     "start",
     "state",

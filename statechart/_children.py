@@ -64,9 +64,7 @@ def _lineage(run: Run, site: Site) -> tuple[str, ...]:
 
 
 def _failed_slot(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
-    run.slots[(site.id, key)] = ChildSlot(
-        site.id, key, 0, 0, SlotStatus.FAILED, run.chart.ids[state], input, run.steps
-    )
+    run.put_slot(ChildSlot(site.id, key, 0, 0, SlotStatus.FAILED, run.chart.ids[state], input, run.steps))
 
 
 def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
@@ -94,9 +92,7 @@ def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
     run.next_generation += 1
     invoke_id = InvokeId(site.id, key, generation)
     state_id = run.chart.ids[state]
-    run.slots[(site.id, key)] = ChildSlot(
-        site.id, key, generation, 1, SlotStatus.RUNNING, state_id, input, run.steps
-    )
+    run.put_slot(ChildSlot(site.id, key, generation, 1, SlotStatus.RUNNING, state_id, input, run.steps))
     run.effects.append(BirthChild(invoke_id, site.chart, site.task, input, 1, _lineage(run, site), state_id))
 
 
@@ -106,7 +102,7 @@ def _drop(run: Run, slot: ChildSlot) -> None:
         run.cancel_timer(_retry_timer(slot))
     if slot.live:
         run.effects.append(CancelChild(slot.invoke_id))
-    del run.slots[(slot.site, slot.key)]
+    run.drop_slot((slot.site, slot.key))
 
 
 def _retry_timer(slot: ChildSlot) -> str:
@@ -226,8 +222,9 @@ def reconcile_sites(run: Run) -> None:
 
 def _complete_family(run: Run, site: Site) -> None:
     """Raise ``done.invoke.<site>`` with every output if every member is done."""
-    members = [s for s in run.slots.values() if s.site == site.id]
-    if all(s.status is SlotStatus.DONE for s in members):
+    # The counts make the test O(1); the outputs are gathered once, when it passes.
+    if not run.slot_unfinished.get(site.id, 0):
+        members = [s for s in run.slots.values() if s.site == site.id]
         outputs: dict[str, JsonValue] = {s.key: s.output for s in members}
         run.internal.append(Event(f"done.invoke.{site.id}", outputs, EventKind.PLATFORM))
 
@@ -278,7 +275,7 @@ def resume(run: Run, slot: ChildSlot, site: Site) -> None:
         slot.input,
         run.steps,
     )
-    run.slots[(slot.site, slot.key)] = fresh
+    run.put_slot(fresh)
     run.effects.append(
         ResumeChild(
             fresh.invoke_id,
@@ -299,7 +296,7 @@ def _retry(run: Run, slot: ChildSlot, site: Site, error: JsonValue) -> None:
     deadline = run.now + delay
     run.effects.append(RetryChild(slot.invoke_id, attempt, deadline, error))
     retrying = attrs.evolve(slot, status=SlotStatus.RETRYING, retry_deadline=deadline)
-    run.slots[(slot.site, slot.key)] = retrying
+    run.put_slot(retrying)
     if delay <= 0:
         resume(run, retrying, site)
         return
@@ -349,7 +346,7 @@ def absorb_child_event(run: Run, event: Event) -> Verdict:
                     run.context = result
             except Exception as error:  # noqa: BLE001 - reported as error.execution
                 run.fail(slot.state, f"output of site {site.id}", error)
-        run.slots[(slot.site, slot.key)] = attrs.evolve(slot, status=SlotStatus.DONE, output=event.data)
+        run.put_slot(attrs.evolve(slot, status=SlotStatus.DONE, output=event.data))
         if site.members is None:
             return Verdict.DELIVER
         _complete_family(run, site)
@@ -358,6 +355,6 @@ def absorb_child_event(run: Run, event: Event) -> Verdict:
         if slot.attempt < site.retry.max_attempts:
             _retry(run, slot, site, event.data)
             return Verdict.ABSORBED
-        run.slots[(slot.site, slot.key)] = attrs.evolve(slot, status=SlotStatus.FAILED)
+        run.put_slot(attrs.evolve(slot, status=SlotStatus.FAILED))
         return Verdict.DELIVER
     return Verdict.DELIVER

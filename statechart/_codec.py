@@ -31,7 +31,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, Iterabl
 from statechart import errors
 from statechart._chart import Chart
 from statechart._event import JsonValue
-from statechart._snapshot import Snapshot
+from statechart._snapshot import ChildSlot, Snapshot, slot_changes
 
 C = TypeVar("C")
 
@@ -195,6 +195,36 @@ def problems_of(error: ClassValidationError | IterableValidationError, path: str
 CONVERTER = make_converter()
 
 
+@attrs.frozen
+class SnapshotDelta:
+    """What one macrostep changed in a snapshot, as stored data.
+
+    ``parts`` holds the encoded top-level fields that changed (all of them,
+    ``children`` apart, for a first macrostep); the child slots that were
+    added, changed or removed are listed apart (see
+    :class:`~statechart.SlotChanges` for the order they apply in), each
+    encoded slot naming its own ``site`` and ``key``.
+    """
+
+    parts: dict[str, Any]
+    added: tuple[dict[str, Any], ...] = ()
+    changed: tuple[dict[str, Any], ...] = ()
+    removed: tuple[tuple[str, str], ...] = ()
+
+
+def _parts() -> tuple[tuple[str, Any], ...]:
+    """The snapshot's data fields other than ``children``, with their annotations."""
+    hints = typing.get_type_hints(Snapshot)
+    return tuple(
+        (field.name, hints[field.name])
+        for field in attrs.fields(Snapshot)
+        if field.init and field.name != "children"
+    )
+
+
+_PARTS = _parts()
+
+
 class SnapshotCodec(Generic[C]):
     """Encode and decode the snapshots of one chart (its context class decides the shape)."""
 
@@ -211,6 +241,31 @@ class SnapshotCodec(Generic[C]):
             self._locate(snapshot)
             raise errors.CodecError(self.chart.name, "snapshot", str(error)) from error
         return data
+
+    def encode_delta(self, before: Snapshot[C] | None, after: Snapshot[C]) -> SnapshotDelta:
+        """What changed from ``before`` (None: nothing yet) to ``after``, encoded.
+
+        O(what changed) when ``after`` was computed from ``before`` by the
+        interpreter; the parts are compared by identity first, then by value.
+        """
+        parts: dict[str, Any] = {}
+        try:
+            for name, annotation in _PARTS:
+                value = getattr(after, name)
+                if before is not None:
+                    old = getattr(before, name)
+                    if value is old or value == old:
+                        continue
+                typ = self.chart.context_type if name == "context" else annotation
+                parts[name] = self.converter.unstructure(value, typ)
+            changes = slot_changes(before, after)
+            unstructure = self.converter.unstructure
+            added = tuple(unstructure(slot, ChildSlot) for slot in changes.added)
+            changed = tuple(unstructure(slot, ChildSlot) for slot in changes.changed)
+        except (TypeError, ValueError):
+            self.encode(after)  # raises the CodecError that names the field
+            raise
+        return SnapshotDelta(parts, added, changed, changes.removed)
 
     def _locate(self, snapshot: Snapshot[C]) -> None:
         """Raise a CodecError naming the (nested) snapshot field that does not encode."""

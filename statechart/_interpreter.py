@@ -12,7 +12,7 @@ child sites of the states that stay active.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from statechart import errors
@@ -47,7 +47,16 @@ from statechart._model import (
     SendParent,
     StateKind,
 )
-from statechart._snapshot import ChildSlot, HistoryEntry, Snapshot, Status
+from statechart._snapshot import (
+    ChildSlot,
+    HistoryEntry,
+    SlotChanges,
+    SlotKey,
+    SlotStatus,
+    Snapshot,
+    Status,
+    derived,
+)
 
 C = TypeVar("C")
 
@@ -85,6 +94,11 @@ class Run:
         "running",
         "saw_history",
         "sequence",
+        "slot_base",
+        "slot_dropped",
+        "slot_inserted",
+        "slot_touched",
+        "slot_unfinished",
         "slots",
         "status",
         "steps",
@@ -105,9 +119,14 @@ class Run:
         self.internal: deque[Event] = deque(snapshot.internal_queue)
         self.timers: dict[str, Timer] = {t.id: t for t in snapshot.timers} if snapshot.timers else {}
         self.timers_changed = False
-        self.slots: dict[tuple[str, str], ChildSlot] = (
-            {(s.site, s.key): s for s in snapshot.children} if snapshot.children else {}
-        )
+        # The snapshot's own index, copied (a C-level copy, no per-slot Python work); what
+        # this macrostep puts and drops is recorded, so its changes cost O(changed).
+        self.slot_base: Mapping[SlotKey, ChildSlot] = snapshot.slot_index() if snapshot.children else {}
+        self.slots: dict[SlotKey, ChildSlot] = dict(self.slot_base)
+        self.slot_unfinished: dict[str, int] = dict(snapshot.unfinished_counts()) if snapshot.children else {}
+        self.slot_inserted: dict[SlotKey, None] = {}
+        self.slot_touched: dict[SlotKey, None] = {}
+        self.slot_dropped: dict[SlotKey, None] = {}
         self.effects: list[Effect] = []
         self.sequence = snapshot.sequence
         self.next_generation = snapshot.next_generation
@@ -129,6 +148,43 @@ class Run:
         self.rejected = False
         self.microsteps = 0
 
+    # -------------------------------------------------------------- slots
+
+    def put_slot(self, slot: ChildSlot) -> None:
+        """Set the slot of ``(slot.site, slot.key)``: replaced where it stands, or appended."""
+        key = (slot.site, slot.key)
+        unfinished = self.slot_unfinished
+        old = self.slots.get(key)
+        if old is not None:
+            self.slot_touched[key] = None
+            if old.status is not SlotStatus.DONE:
+                unfinished[old.site] -= 1
+        else:
+            self.slot_inserted[key] = None
+        if slot.status is not SlotStatus.DONE:
+            unfinished[slot.site] = unfinished.get(slot.site, 0) + 1
+        self.slots[key] = slot
+
+    def drop_slot(self, key: SlotKey) -> None:
+        """Forget the slot of ``key``."""
+        old = self.slots.pop(key)
+        if old.status is not SlotStatus.DONE:
+            self.slot_unfinished[old.site] -= 1
+        self.slot_inserted.pop(key, None)
+        self.slot_dropped[key] = None
+
+    def slot_changes(self) -> SlotChanges:
+        """What this macrostep did to the slots, relative to the snapshot it started from."""
+        base, slots, dropped = self.slot_base, self.slots, self.slot_dropped
+        removed = tuple(key for key in dropped if key in base)
+        changed = tuple(
+            slots[key]
+            for key in self.slot_touched
+            if key in base and key not in dropped and slots[key] != base[key]
+        )
+        added = tuple(slots[key] for key in self.slot_inserted)
+        return SlotChanges(added, changed, removed)
+
     # ------------------------------------------------------------- result
 
     def snapshot(self) -> Snapshot[C]:
@@ -142,7 +198,7 @@ class Run:
         timers = base.timers
         if self.timers_changed:
             timers = tuple(sorted(self.timers.values(), key=_timer_order))
-        return Snapshot(
+        snapshot: Snapshot[C] = Snapshot(
             chart.name,
             self.status,
             chart.configuration_ids(self.config),
@@ -158,6 +214,7 @@ class Run:
             self.next_generation,
             self.lineage,
         )
+        return derived(snapshot, self.slots, self.slot_unfinished, base, self.slot_changes())
 
     # ---------------------------------------------------------- execution
 
@@ -606,7 +663,7 @@ class Run:
             self.cancel_timer(timer_id)
         for key, slot in list(self.slots.items()):
             if not slot.live:
-                del self.slots[key]
+                self.drop_slot(key)
         self.internal.clear()
 
     def macrostep(self, event: Event | None) -> None:

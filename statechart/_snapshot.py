@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
-from typing import Generic, TypeVar
+import weakref
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
 import attrs
 
@@ -69,6 +71,29 @@ class HistoryEntry:
     states: tuple[str, ...]
 
 
+SlotKey = tuple[str, str]
+"""A child slot's ``(site, key)``."""
+
+
+@attrs.frozen
+class SlotChanges:
+    """How the child slots of one snapshot differ from those of another.
+
+    Applied in this order it turns the earlier slots into the later ones,
+    order included: ``removed`` slots are forgotten, ``changed`` ones are
+    replaced where they stand, ``added`` ones are appended in order. A slot
+    removed and added again in one macrostep (a loop re-entering its state)
+    is in both ``removed`` and ``added``.
+    """
+
+    added: tuple[ChildSlot, ...] = ()
+    changed: tuple[ChildSlot, ...] = ()
+    removed: tuple[SlotKey, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
 @attrs.frozen
 class Snapshot(Generic[C]):
     """A chart instance at a macrostep boundary.
@@ -93,6 +118,36 @@ class Snapshot(Generic[C]):
     sequence: int = 0
     next_generation: int = 1
     lineage: tuple[str, ...] = ()
+    # Neither is data: the index makes ``slot`` O(1), and the interpreter leaves on the
+    # snapshot it computes which slots its macrostep touched (see ``slot_changes``).
+    _index: dict[SlotKey, ChildSlot] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
+    _origin: tuple[weakref.ref[Any], SlotChanges] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
+    _unfinished: dict[str, int] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False, hash=False
+    )
+
+    def unfinished_counts(self) -> Mapping[str, int]:
+        """How many slots of each site are not done (a family completes at zero); built once, then kept."""
+        counts = self._unfinished
+        if counts is None:
+            counts = {}
+            for slot in self.children:
+                if slot.status is not SlotStatus.DONE:
+                    counts[slot.site] = counts.get(slot.site, 0) + 1
+            object.__setattr__(self, "_unfinished", counts)
+        return counts
+
+    def slot_index(self) -> Mapping[SlotKey, ChildSlot]:
+        """The child slots by ``(site, key)``, in the order of ``children`` (built once, then kept)."""
+        index = self._index
+        if index is None:
+            index = {(slot.site, slot.key): slot for slot in self.children}
+            object.__setattr__(self, "_index", index)
+        return index
 
     def active(self, state: str) -> bool:
         """Whether ``state`` is in the configuration."""
@@ -100,10 +155,7 @@ class Snapshot(Generic[C]):
 
     def slot(self, site: str, key: str = "") -> ChildSlot | None:
         """The child slot of ``site`` (and member ``key``), if any."""
-        for slot in self.children:
-            if slot.site == site and slot.key == key:
-                return slot
-        return None
+        return self.slot_index().get((site, key))
 
     def live_children(self) -> tuple[ChildSlot, ...]:
         """The slots that need an activation: running or retrying."""
@@ -112,3 +164,47 @@ class Snapshot(Generic[C]):
     def next_deadline(self) -> float | None:
         """The earliest timer deadline, if any timer is armed."""
         return min((timer.deadline for timer in self.timers), default=None)
+
+
+def derived(
+    snapshot: Snapshot[C],
+    index: dict[SlotKey, ChildSlot],
+    unfinished: dict[str, int],
+    base: Snapshot[Any],
+    changes: SlotChanges,
+) -> Snapshot[C]:
+    """``snapshot``, which the interpreter computed from ``base``, with its slot index and changes kept.
+
+    ``index`` must be ``snapshot.children`` by key and ``unfinished`` their
+    counts (see :meth:`Snapshot.unfinished_counts`); neither is copied: the
+    caller gives them up.
+    """
+    object.__setattr__(snapshot, "_index", index)
+    object.__setattr__(snapshot, "_unfinished", unfinished)
+    object.__setattr__(snapshot, "_origin", (weakref.ref(base), changes))
+    return snapshot
+
+
+def slot_changes(before: Snapshot[Any] | None, after: Snapshot[Any]) -> SlotChanges:
+    """How the child slots of ``after`` differ from those of ``before`` (None: no slots at all).
+
+    O(changed) when the interpreter computed ``after`` from ``before`` (it
+    recorded what it touched); otherwise the two are compared slot by slot.
+    """
+    if before is None:
+        return SlotChanges(added=after.children)
+    origin = after._origin
+    if origin is not None and origin[0]() is before:
+        return origin[1]
+    if before.children == after.children:
+        return SlotChanges()
+    old, new = before.slot_index(), after.slot_index()
+    removed = tuple(key for key in old if key not in new)
+    kept = [key for key in new if key in old]
+    # Changed slots keep their places; anything else (an order the three lists cannot
+    # express) is said as: every slot removed, every slot added.
+    if kept != [key for key in old if key in new] or any(key not in old for key in list(new)[: len(kept)]):
+        return SlotChanges(added=after.children, removed=tuple(old))
+    changed = tuple(new[key] for key in kept if new[key] != old[key])
+    added = tuple(slot for key, slot in new.items() if key not in old)
+    return SlotChanges(added, changed, removed)

@@ -165,7 +165,8 @@ def corrupt(raw: Raw, built: Built, kind: str) -> tuple[UUID, UUID, int]:
         raw.flip_bytes(raw.events, other, 2)
         return other, other, 2
     if kind == "dropped-field":
-        raw.edit_json(other, 2, lambda data: data.pop("snapshot"))
+        # ``effects`` is required in every Stepped event, whole-snapshot or delta alike.
+        raw.edit_json(other, 2, lambda data: data.pop("effects"))
         return other, other, 2
     if kind == "field-type":
         raw.edit_json(other, 2, lambda data: data.update(now="soon"))

@@ -29,6 +29,7 @@ from projections import (
     Checkpoint,
     CheckpointError,
     CheckpointUndecodable,
+    CorruptedDelta,
     DuplicatedActivation,
     MismatchedActivation,
     OmittedActivation,
@@ -681,3 +682,121 @@ def test_a_snapshot_naming_states_the_chart_lacks_is_undecodable(
     message = str(caught.value)
     assert str(parent.id) in message
     assert all(repr(name) in message for name in occupied), message
+
+
+# ---------------------------------------------------------------- deltas
+
+
+def whole_snapshot_form(world: World, stream: Stream) -> list[Any]:
+    """The stream as it was stored before deltas: each Stepped event carrying the whole snapshot."""
+    out = []
+    for e in stream.events:
+        if isinstance(e, Instance.Stepped):
+            at: Instance = world.engine.repository.get(stream.instance_id, version=e.originator_version)
+            whole = at.record.snapshot
+            out.append(changed(e, snapshot=whole, parts=None, added=(), changed=(), removed=()))
+        else:
+            out.append(e)
+    return out
+
+
+@PROPERTY
+@given(history=RICH_HISTORIES, interval=st.none() | st.integers(min_value=1, max_value=7))
+def test_a_delta_stream_rebuilds_the_live_checkpoint(history: list[Operation], interval: int | None) -> None:
+    """Stepped events carry deltas (never a whole snapshot), and folding them, from the first event or
+    from any stored snapshot, gives the live aggregate's checkpoint; so does the same stream in the
+    whole-snapshot form stored before deltas."""
+    with recorded(history, snapshot_interval=interval) as world:
+        store = world.engine.snapshots
+        assert store is not None
+        for stream in streams(world):
+            instance = world.engine.instance(stream.instance_id)
+            live = Checkpoint.of(instance, stream.chart)
+            steps = [e for e in stream.events if isinstance(e, Instance.Stepped)]
+            assert steps and all(e.snapshot is None and e.parts is not None for e in steps)
+            assert resume_plan(stream.events, stream.chart) == live
+            for snapshot in store.get(stream.instance_id):
+                assert isinstance(snapshot, InstanceSnapshot)
+                assert resume_plan(stream.events, stream.chart, start=snapshot) == live
+            assert resume_plan(whole_snapshot_form(world, stream), stream.chart) == live
+
+
+def _slot_key(slot: dict[str, Any]) -> tuple[str, str]:
+    return (slot["site"], slot["key"])
+
+
+def _draw_step(data: st.DataObject, events: Sequence[Any], keep: Callable[[Any], bool]) -> int | None:
+    candidates = [n for n in indices(events, Instance.Stepped) if keep(events[n])]
+    if not candidates:
+        return None
+    return candidates[data.draw(st.integers(0, len(candidates) - 1), label="step")]
+
+
+@PROPERTY
+@given(history=RICH_HISTORIES, data=st.data())
+def test_removing_a_slot_twice_is_a_corrupted_delta(history: list[Operation], data: st.DataObject) -> None:
+    """A Stepped event that removes a slot an earlier one removed names the slot in a CorruptedDelta."""
+    with recorded(history) as world:
+        stream = data.draw(st.sampled_from(streams(world)), label="stream")
+    events = list(stream.events)
+    first = _draw_step(data, events, lambda e: bool(e.removed))
+    if first is None:
+        event("no removal")
+        return
+    site, key = events[first].removed[0]
+    later = [n for n in indices(events, Instance.Stepped) if n > first]
+    again = later[data.draw(st.integers(0, len(later) - 1), label="again")] if later else None
+    if (
+        again is None
+        or any(_slot_key(s) == (site, key) for s in events[again].added)
+        or any(_slot_key(s) == (site, key) for n in later if n < again for s in events[n].added)
+    ):
+        # Removed again in its own event, or after the slot came back: still the second removal.
+        events[first] = changed(events[first], removed=(*events[first].removed, (site, key)))
+    else:
+        events[again] = changed(events[again], removed=((site, key), *events[again].removed))
+    with pytest.raises(CorruptedDelta) as caught:
+        resume_plan(events, stream.chart)
+    assert caught.value.slot == (f"{site}[{key}]" if key else site), caught.value
+    assert f"slot {caught.value.slot}:" in str(caught.value)
+
+
+@PROPERTY
+@given(history=RICH_HISTORIES, data=st.data(), mode=st.sampled_from(["changed", "removed", "added"]))
+def test_a_delta_naming_a_missing_or_present_slot_is_a_corrupted_delta(
+    history: list[Operation], data: st.DataObject, mode: str
+) -> None:
+    """Changing or removing a slot that does not exist, or adding one that does, names it."""
+    with recorded(history) as world:
+        stream = data.draw(st.sampled_from(streams(world)), label="stream")
+    events = list(stream.events)
+    index = _draw_step(data, events, lambda e: True)
+    assert index is not None
+    step = events[index]
+    if mode == "added":
+        before = resume_plan(events[:index], stream.chart).snapshot
+        present = [
+            s
+            for s in (before.children if before is not None else ())
+            if (s.site, s.key) not in set(step.removed)
+        ]
+        if not present:
+            event("no slot to add twice")
+            return
+        slot = present[0]
+        site, key = slot.site, slot.key
+        encoded = {"site": site, "key": key, "generation": slot.generation}
+        events[index] = changed(step, added=(*step.added, encoded))
+    else:
+        site, key = "team", "no-such-member"
+        if mode == "changed":
+            events[index] = changed(
+                step, changed=(*step.changed, {"site": site, "key": key, "generation": 1})
+            )
+        else:
+            events[index] = changed(step, removed=(*step.removed, (site, key)))
+    name = f"{site}[{key}]" if key else site
+    with pytest.raises(CorruptedDelta) as caught:
+        resume_plan(events, stream.chart)
+    assert caught.value.slot == name, caught.value
+    assert f"slot {name}:" in str(caught.value)

@@ -25,7 +25,7 @@ from incarnate._clock import VirtualClock
 from incarnate._process import Decision, decide
 from incarnate._work import UnitOfWork
 from incarnate.errors import Fenced
-from statechart import Chart, Event, Snapshot, SnapshotCodec
+from statechart import Chart, Event, Snapshot, SnapshotCodec, SnapshotDelta
 from statechart.errors import CodecError
 from tests.scenarios.charts import KID, PARENT, TIMED
 
@@ -55,6 +55,12 @@ class Bench:
     def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
         """The snapshot through the chart's codec."""
         return self.codecs[chart.name].encode(snapshot)
+
+    def encode_delta(
+        self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
+    ) -> SnapshotDelta:
+        """What changed from ``before`` to ``after``, through the chart's codec."""
+        return self.codecs[chart.name].encode_delta(before, after)
 
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
         """The instance's stored snapshot through the chart's codec."""

@@ -1,0 +1,275 @@
+"""Fan-out: a parent that births N children and waits for all of them, per child, as N grows.
+
+The parent's initial state invokes the site ``member`` with ``map`` over
+``range(size)``: one first macrostep births every child (one commit), each
+child is a chart whose initial state is final (it finishes in its own first
+macrostep and tells its parent), and the parent consumes each outcome in a
+macrostep of its own; when the last member is done the family completes and
+the parent finishes. Everything runs on the deterministic runner, in one
+thread, until idle.
+
+Each size runs in a fresh subprocess on a fresh store (a SQLite file in a
+temporary directory; a fresh schema in the PostgreSQL test database), which
+reports:
+
+* ``time``: from ``start`` to idle, wall clock;
+* ``bytes``: the stored state of every event of the run (the notification
+  log, parent and children), summed; the parent's share is shown apart;
+* ``memory``: the peak resident set of the subprocess (``ru_maxrss``) less
+  its resident set just before the start.
+
+Each subprocess first runs an uncounted fan-out of :data:`WARM_UP`
+children on the same engine, so that what any first run builds once
+(imports, codec hooks, caches) is not charged to the smallest size.
+
+Each figure is divided by the number of children, and each per-child figure
+is compared with the 100-child one (the target: within ±50 % at every size).
+Run ``python -m bench.fanout --help`` for the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from typing import Any
+
+import attrs
+
+from incarnate import Engine, Storage
+from statechart import Chart, final, invoke, state, transition
+
+if not __package__:  # run as a file, ``python bench/fanout.py``: make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import _common as common
+
+DESCRIPTION = "Fan-out: time, bytes stored and peak memory per child for 100 to 10,000 children."
+
+SIZES = (100, 1_000, 10_000)
+
+WARM_UP = 20
+"""Children of the uncounted fan-out each measurement starts with."""
+
+TOLERANCE = 0.5
+"""How far a per-child figure may be from the 100-child one (±50 %)."""
+
+
+@attrs.frozen
+class Family:
+    """The parent's context: how many members it fans out to."""
+
+    size: int = 0
+
+
+def members(family: Family) -> dict[str, None]:
+    """One member per number below ``size``; the children take no input."""
+    return {str(n): None for n in range(family.size)}
+
+
+KID = Chart("bench.fanout.kid", final("done"), description="A child that finishes at once.")
+
+PARENT = Chart(
+    "bench.fanout.parent",
+    state(
+        "fanning",
+        invoke=[invoke("member", chart=KID.name, map=members)],
+        on=[transition("done.invoke.member", "gathered")],
+    ),
+    final("gathered"),
+    context=Family,
+    description="A parent that fans out to ``size`` children and waits for all of them.",
+)
+
+
+# ------------------------------------------------------------ one size
+
+
+def _rss_kib() -> int:
+    """The resident set now, in KiB (Linux ``/proc``)."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def measure(storage: Storage, size: int, *, traced: bool = False) -> dict[str, Any]:
+    """Run one fan-out of ``size`` children on ``storage``; the figures of the run.
+
+    ``traced``: memory is the peak of the Python heap (``tracemalloc``) instead
+    of the resident set; the run is slower under it.
+    """
+    engine = Engine([PARENT, KID], storage=storage)
+    try:
+        # A small fan-out first, not counted: imports, codecs and caches that any first
+        # run builds once would otherwise weigh on the smallest size alone.
+        warm = engine.start(PARENT.name, {"size": WARM_UP})
+        engine.run_until_idle(max_units=10 * WARM_UP + 100)
+        if engine.instance(warm.id).record.status.value != "done":
+            raise RuntimeError("the warm-up fan-out did not finish")
+        start = (engine.recorder.max_notification_id() or 0) + 1
+        if traced:
+            tracemalloc.start()
+        before = _rss_kib()
+        began = time.perf_counter()
+        parent = engine.start(PARENT.name, {"size": size})
+        engine.run_until_idle(max_units=10 * size + 100)
+        elapsed = time.perf_counter() - began
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        if traced:
+            before, peak = 0, tracemalloc.get_traced_memory()[1] // 1024
+            tracemalloc.stop()
+        record = engine.instance(parent.id).record
+        if record.status.value != "done":
+            raise RuntimeError(f"the parent ended {record.status.value}, not done")
+        total = parent_bytes = parent_events = 0
+        while True:
+            page = engine.recorder.select_notifications(start, 1000)
+            if not page:
+                break
+            for notification in page:
+                total += len(notification.state)
+                if notification.originator_id == parent.id:
+                    parent_bytes += len(notification.state)
+                    parent_events += 1
+            start = page[-1].id + 1
+    finally:
+        engine.close()
+    return {
+        "size": size,
+        "seconds": elapsed,
+        "bytes": total,
+        "parent_bytes": parent_bytes,
+        "parent_events": parent_events,
+        "memory_kib": max(peak - before, 0),
+    }
+
+
+def child_main(store: str, size: int, location: str, *, traced: bool = False) -> None:
+    """The subprocess: measure one size on one store, print the figures as JSON."""
+    if store == "sqlite":
+        storage = Storage.sqlite(location)
+    else:
+        host, port, dbname, user, schema = location.split(",")
+        storage = Storage.postgres(dbname, host=host, port=int(port), user=user, schema=schema)
+    print(json.dumps(measure(storage, size, traced=traced)))
+
+
+def run_size(store: str, size: int, location: str, *, traced: bool = False) -> dict[str, Any]:
+    """Measure one size in a fresh subprocess."""
+    command = [sys.executable, "-m", "bench.fanout", "--child", store, str(size), location]
+    if traced:
+        command.append("--tracemalloc")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=root)
+    if done.returncode != 0:
+        raise RuntimeError(f"{store} {size}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------- table
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "-"
+
+
+def print_results(store: str, results: list[dict[str, Any]]) -> None:
+    """One table per store: figures per child, and each against the first size's."""
+    print(
+        f"{'children':>9} {'total s':>9} {'ms/child':>9} {'B/child':>9} {'KiB/child':>10} "
+        f"{'parent ev':>9} {'parent B':>11} {'time x':>7} {'bytes x':>7} {'mem x':>7}"
+    )
+    base = results[0]
+    base_time = base["seconds"] / base["size"]
+    base_bytes = base["bytes"] / base["size"]
+    base_memory = base["memory_kib"] / base["size"]
+    worst = 0.0
+    for result in results:
+        size = result["size"]
+        per_time = result["seconds"] / size
+        per_bytes = result["bytes"] / size
+        per_memory = result["memory_kib"] / size
+        for value, reference in ((per_time, base_time), (per_bytes, base_bytes), (per_memory, base_memory)):
+            if reference:
+                worst = max(worst, abs(value / reference - 1))
+        print(
+            f"{size:>9,} {result['seconds']:>9.2f} {per_time * 1000:>9.2f} {per_bytes:>9,.0f} "
+            f"{per_memory:>10.1f} {result['parent_events']:>9,} {result['parent_bytes']:>11,} "
+            f"{_ratio(per_time, base_time):>7} {_ratio(per_bytes, base_bytes):>7} "
+            f"{_ratio(per_memory, base_memory):>7}"
+        )
+    verdict = "met" if worst <= TOLERANCE else "not met"
+    print(f"{store}: per-child figures within ±{TOLERANCE:.0%} of the first size's: {verdict}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure every size on every selected store and print the tables."""
+    parser = argparse.ArgumentParser(prog="python -m bench.fanout", description=DESCRIPTION)
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=SIZES,
+        help="comma-separated numbers of children (default 100,1000,10000)",
+    )
+    common.add_choice(parser, "store", common.STORES)
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="memory as the peak of the Python heap (tracemalloc), not the resident set; slower",
+    )
+    parser.add_argument("--child", nargs=3, metavar=("STORE", "SIZE", "LOCATION"), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.child:
+        store, size, location = options.child
+        child_main(store, int(size), location, traced=options.tracemalloc)
+        return 0
+    stores = common.selected(options.store, common.STORES)
+    if common.missing_driver(stores):
+        return 2
+    common.print_environment(("eventsourcing", "attrs", "cattrs"))
+    memory = "tracemalloc peak (times inflated by it)" if options.tracemalloc else "peak RSS growth"
+    print(
+        f"sizes {', '.join(f'{n:,}' for n in options.sizes)}; deterministic runner, one thread; "
+        f"memory: {memory}\n"
+    )
+    for store in stores:
+        results = []
+        if store == "sqlite":
+            with tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory:
+                print(f"sqlite: files in {directory}")
+                for n, size in enumerate(options.sizes):
+                    location = os.path.join(directory, f"fanout-{n}.db")
+                    results.append(run_size(store, size, location, traced=options.tracemalloc))
+        else:
+            with common.open_postgres() as postgres:
+                if postgres is None:
+                    continue
+                print(f"postgres: {postgres.describe()}")
+                for size in options.sizes:
+                    schema = f"bench_fanout_{uuid.uuid4().hex[:12]}"
+                    postgres.fresh(schema)
+                    location = ",".join(
+                        (
+                            common.POSTGRES_HOST,
+                            str(common.POSTGRES_PORT),
+                            common.POSTGRES_DBNAME,
+                            postgres.user,
+                            schema,
+                        )
+                    )
+                    results.append(run_size(store, size, location, traced=options.tracemalloc))
+        print_results(store, results)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
