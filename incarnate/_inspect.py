@@ -158,7 +158,7 @@ def state_counts(engine: Engine, chart_name: str) -> dict[str, int]:
         if row.name != chart_name or row.kind != InstanceKind.CHART.value:
             continue
         with contextlib.suppress(UnknownInstance, CodecError):
-            snapshot = engine.instance(row.id, fresh=False).record.snapshot
+            snapshot = engine.instance(row.id, fresh=False).record.snapshot_parts
             for state in (snapshot or {}).get("configuration", ()):
                 counts[state] = counts.get(state, 0) + 1
     return counts
@@ -291,7 +291,7 @@ def detail_of(instance: Instance, row: ListingRow | None = None) -> InstanceDeta
     """The detail of a loaded instance (``row``: its listing row, for the time it last changed)."""
     record = instance.record
     ref = record.parent
-    snapshot = record.snapshot
+    snapshot = record.snapshot_parts  # the top-level parts: no O(slots) rebuild of the child slots
     return InstanceDetail(
         id=instance.id,
         root=record.root,
@@ -358,7 +358,7 @@ def _configuration(engine: Engine, instance: Instance) -> tuple[str, ...]:
     try:
         return chart.atomic(engine.decode(chart, instance).configuration)
     except (CodecError, KeyError):  # a stored state the registered chart lacks (before a migration)
-        stored = ", ".join(str(s) for s in record.snapshot.get("configuration", ()))
+        stored = ", ".join(str(s) for s in (record.snapshot_parts or {}).get("configuration", ()))
         return (f"stored states {stored} do not fit chart {record.name!r}",)
 
 
