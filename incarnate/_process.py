@@ -111,7 +111,9 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
     try:
         if record.status is InstanceStatus.BORN:
             lineage = tuple(frame.group for frame in record.ancestry)
-            snapshot, effects = start(chart, input=record.input, now=now, lineage=lineage)
+            snapshot, effects = start(
+                chart, input=record.input, now=now, lineage=lineage, session=str(instance.id)
+            )
             instance.record_step(
                 trigger=None,
                 consumed=None,
@@ -126,7 +128,7 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
         due = next((t for t in current.timers if t.deadline <= now), None)
         message = record.inbox[0] if record.inbox else None
         if due is not None and (message is None or due.deadline <= message.sent_at):
-            snapshot, effects = fire(chart, current, due.id, now=now)
+            snapshot, effects = fire(chart, current, due.id, now=now, session=str(instance.id))
             instance.record_step(
                 trigger=due.event,
                 consumed=None,
@@ -150,7 +152,7 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
             return Decision("timer", due.id)
         if message is None:
             return None
-        snapshot, effects = step(chart, current, message.event, now=now)
+        snapshot, effects = step(chart, current, message.event, now=now, session=str(instance.id))
         if snapshot is current and len(effects) == 1 and isinstance(effects[0], RejectedEvent):
             instance.reject(message, effects[0].reason)
             return Decision("rejected", effects[0].reason)
@@ -200,7 +202,7 @@ def _cancel(
     if record.status is not InstanceStatus.BORN:
         current = workshop.decode(chart, instance)
         if current.status is Status.RUNNING:
-            snapshot, effects = stop(chart, current, now=now, reason=request.reason)
+            snapshot, effects = stop(chart, current, now=now, reason=request.reason, session=str(instance.id))
             instance.record_step(
                 trigger=Event("cancel", request.reason, EventKind.PLATFORM),
                 consumed=None,

@@ -281,6 +281,18 @@ class Chart(Generic[C]):
             transitions[i] = tuple(compiled)
         self.transitions: tuple[tuple[CompiledTransition, ...], ...] = tuple(transitions)
         self.history_default: tuple[CompiledTransition | None, ...] = tuple(history_default)
+        # The <initial> transitions that carry executable content (3.6), run on default entry.
+        initial_content: list[CompiledTransition | None] = [None] * count
+        for i in range(1, count):
+            node = nodes[i]
+            assert node is not None
+            if node.initial_actions and self.kind[i] is StateKind.COMPOUND:
+                initial_ids = tuple(self.ids[x] for x in self.initial[i])
+                authored = Transition((), initial_ids, None, node.initial_actions)
+                initial_content[i] = CompiledTransition(
+                    i, 0, -1, authored, self.initial[i], False, f"{node.id}#initial"
+                )
+        self.initial_content: tuple[CompiledTransition | None, ...] = tuple(initial_content)
         self.eventless: tuple[tuple[CompiledTransition, ...], ...] = tuple(
             tuple(t for t in ts if not t.events) for ts in transitions
         )

@@ -33,7 +33,9 @@ from statechart._model import (
     Action,
     Assign,
     Cancel,
+    ForEach,
     Guard,
+    If,
     InState,
     Log,
     Raise,
@@ -69,6 +71,11 @@ def _guard(guard: Guard) -> str:
     return str(getattr(guard, "__name__", type(guard).__name__))
 
 
+def _text(expr: object) -> str:
+    """A name as authored: the string, or ``<expr>`` when it is computed."""
+    return expr if isinstance(expr, str) else "<expr>"
+
+
 def _action(action: Action) -> str:
     if isinstance(action, Assign):
         # Assigners default to their __qualname__; the enclosing function adds only noise.
@@ -76,13 +83,20 @@ def _action(action: Action) -> str:
     if isinstance(action, Raise):
         return f"raise({action.event})"
     if isinstance(action, Send):
+        event = _text(action.event)
+        if action.target is not None:
+            event += f" to {_text(action.target)}"
         if callable(action.delay):
-            return f"send({action.event}, delayed)"
+            return f"send({event}, delayed)"
         if action.delay:
-            return f"send({action.event}, {_seconds(action.delay)})"
-        return f"send({action.event})"
+            return f"send({event}, {_seconds(action.delay)})"
+        return f"send({event})"
+    if isinstance(action, If):
+        return "if(" + " | ".join(", ".join(_action(a) for a in b.actions) for b in action.branches) + ")"
+    if isinstance(action, ForEach):
+        return f"foreach({action.item}: " + ", ".join(_action(a) for a in action.actions) + ")"
     if isinstance(action, Cancel):
-        return f"cancel({action.send_id})"
+        return f"cancel({_text(action.send_id)})"
     if isinstance(action, SendParent):
         return f"send_parent({action.event})"
     if isinstance(action, SendChild):

@@ -52,6 +52,12 @@ class Event:
     id the author gave the ``send`` that delivered the event, and ``None``
     when none was given (the timer that delivers a send or an ``after`` has
     an id of its own, :attr:`Timer.id`, which stays out of the event).
+    ``origin`` is ``_event.origin``: where a reply can be sent (``#_parent``,
+    ``#_<invokeid>``, ``#_scxml_<sessionid>``), set on events a chart sent
+    and ``None`` on events sent from outside; an event from a child
+    (``invoke_id`` set) has origin ``#_<invokeid>`` (see :attr:`reply_to`).
+    ``_event.origintype`` is the SCXML processor's URI whenever there is an
+    origin.
     """
 
     name: str
@@ -59,6 +65,16 @@ class Event:
     kind: EventKind = EventKind.EXTERNAL
     send_id: str | None = None
     invoke_id: InvokeId | None = None
+    origin: str | None = None
+
+    @property
+    def reply_to(self) -> str | None:
+        """``_event.origin``: the target that reaches the sender, or ``None`` for an outside event."""
+        if self.origin is not None:
+            return self.origin
+        if self.invoke_id is not None:
+            return f"#_{self.invoke_id.site}"
+        return None
 
 
 @attrs.frozen
@@ -68,13 +84,17 @@ class Timer:
     ``id`` names the timer for ``fire`` and ``cancel``: the send's own id when
     the author gave one, else one the interpreter allocates (``send.<n>``,
     ``after.<state>.<n>``, ``retry.<site>``). ``sequence`` orders timers that
-    share a deadline: they fire in the order they were armed.
+    share a deadline: they fire in the order they were armed. ``target`` is
+    where a delayed send goes when due: ``None`` for this instance, else
+    ``"#_parent"`` or ``"#_<invokeid>"`` (firing it delivers the event
+    there and steps nothing here).
     """
 
     id: str
     deadline: float
     sequence: int
     event: Event
+    target: str | None = None
 
 
 def done_invoke_event(invoke_id: InvokeId, output: JsonValue = None) -> Event:
@@ -88,5 +108,5 @@ def error_invoke_event(invoke_id: InvokeId, error: JsonValue = None) -> Event:
 
 
 def child_message_event(invoke_id: InvokeId, name: str, data: JsonValue = None) -> Event:
-    """An event a child sent to its parent (``send_parent``)."""
+    """An event a child sent to its parent (``send_parent``); its origin is ``#_<invokeid>``."""
     return Event(name, data, EventKind.EXTERNAL, invoke_id=invoke_id)

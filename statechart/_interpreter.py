@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+import attrs
+
 from statechart import errors
 from statechart._chart import ROOT, Chart, CompiledTransition
 from statechart._children import (
@@ -36,9 +38,12 @@ from statechart._effects import (
 )
 from statechart._event import Event, EventKind, JsonValue, Timer
 from statechart._model import (
+    SEND_TYPES,
     Action,
     Assign,
     Cancel,
+    ForEach,
+    If,
     InState,
     Log,
     Raise,
@@ -62,6 +67,10 @@ C = TypeVar("C")
 
 _ATOMIC = (StateKind.ATOMIC, StateKind.FINAL)
 _NO_EVENT = Event("")
+
+
+class _BlockStopped(Exception):
+    """An error inside nested content (already reported) stops the enclosing block."""
 
 
 def _timer_order(timer: Timer) -> tuple[float, int]:
@@ -94,6 +103,7 @@ class Run:
         "running",
         "saw_history",
         "sequence",
+        "session",
         "slot_base",
         "slot_dropped",
         "slot_inserted",
@@ -106,8 +116,11 @@ class Run:
         "timers_changed",
     )
 
-    def __init__(self, chart: Chart[C], snapshot: Snapshot[C], now: float) -> None:
+    def __init__(
+        self, chart: Chart[C], snapshot: Snapshot[C], now: float, session: str | None = None
+    ) -> None:
         self.chart = chart
+        self.session = session
         self.base = snapshot
         self.config: set[int] = set(chart.configuration_indices(snapshot.configuration))
         # Shared with the chart's cache until this macrostep records a history.
@@ -246,15 +259,36 @@ class Run:
             return result
         return expr  # type: ignore[return-value]
 
+    def text(self, expr: object, what: str) -> str:
+        """A computed name (``eventexpr``, ``targetexpr``…): it must come out as a string."""
+        value = expr(self.context, self.event) if callable(expr) else expr
+        if not isinstance(value, str):
+            raise TypeError(f"{what} must be a string, got {type(value).__name__} {value!r}")
+        return value
+
     def execute(self, where: str, actions: tuple[Action, ...], transition: str | None = None) -> None:
+        """Run a block of executable content; an error stops the block (SCXML 4.9, 5.12.2)."""
         for action in actions:
             try:
-                self.perform(action)
+                self.perform(action, where, transition)
+            except _BlockStopped:
+                return
             except Exception as error:  # noqa: BLE001 - any author error becomes error.execution
                 self.fail(where, _action_name(action), error, transition)
                 return
 
-    def perform(self, action: Action) -> None:
+    def perform_all(self, actions: tuple[Action, ...], where: str, transition: str | None) -> None:
+        """The actions nested in an ``if`` or ``foreach``: an error stops the enclosing block too."""
+        for action in actions:
+            try:
+                self.perform(action, where, transition)
+            except _BlockStopped:
+                raise
+            except Exception as error:
+                self.fail(where, _action_name(action), error, transition)
+                raise _BlockStopped from error
+
+    def perform(self, action: Action, where: str = "", transition: str | None = None) -> None:
         if type(action) is Assign:
             result = action.fn(self.context, self.event)
             if result is not None:
@@ -270,29 +304,121 @@ class Run:
         elif type(action) is Send:
             self.send(action)
         elif type(action) is Cancel:
-            self.cancel_timer(action.send_id)
+            self.cancel_timer(self.text(action.send_id, "cancel's send id"))
         elif type(action) is SendParent:
             self.effects.append(SendToParent(Event(action.event, self.data(action.data))))
         elif type(action) is SendChild:
             send_to_children(self, action.site, action.key, Event(action.event, self.data(action.data)))
         elif type(action) is Log:
             self.effects.append(Logged(action.label, self.data(action.data)))
+        elif type(action) is If:
+            self.branch(action, where, transition)
+        elif type(action) is ForEach:
+            self.foreach(action, where, transition)
+
+    def branch(self, action: If, where: str, transition: str | None) -> None:
+        """SCXML 4.3: the first branch whose condition holds runs; a raising condition is false (5.9)."""
+        for branch in action.branches:
+            guard = branch.guard
+            if guard is not None:
+                if type(guard) is InState:
+                    holds = self.chart.index[guard.state] in self.config
+                else:
+                    try:
+                        holds = bool(guard(self.context, self.event))  # type: ignore[operator]
+                    except Exception as error:  # noqa: BLE001
+                        self.fail(where, "if condition", error, transition)
+                        holds = False
+                if not holds:
+                    continue
+            self.perform_all(branch.actions, where, transition)
+            return
+
+    def foreach(self, action: ForEach, where: str, transition: str | None) -> None:
+        """SCXML 4.6: iterate over a shallow copy; item and index stay set afterwards."""
+        collection = action.items(self.context, self.event)
+        if isinstance(collection, str | bytes) or not hasattr(collection, "__iter__"):
+            raise TypeError(f"foreach needs a list to iterate over, got {type(collection).__name__}")
+        items = list(collection.values() if isinstance(collection, Mapping) else collection)
+        for index, item in enumerate(items):
+            self.context = action.bind(self.context, action.item, item)
+            if action.index is not None:
+                self.context = action.bind(self.context, action.index, index)
+            self.perform_all(action.actions, where, transition)
 
     def send(self, action: Send) -> None:
+        """SCXML 6.2: evaluate the send's attributes, then queue, deliver or arm it."""
+        if action.type is not None:
+            kind = self.text(action.type, "send type")
+            if kind not in SEND_TYPES:
+                raise ValueError(
+                    f"send type {kind!r} is not supported; the only event I/O processor is "
+                    f"{SEND_TYPES[0]!r} ('scxml')"
+                )
+        target = None if action.target is None else self.text(action.target, "send target")
+        name = None if action.event is None else self.text(action.event, "send event")
+        if not name:
+            raise ValueError("send needs an event name (event=, or an eventexpr that gives a non-empty name)")
         expr: Callable[..., float] | float = action.delay
         delay = float(expr(self.context, self.event) if callable(expr) else expr)
         if not delay >= 0:
-            raise ValueError(f"send {action.event!r} has a negative delay {delay}")
+            raise ValueError(f"send {name!r} has a negative delay {delay}")
+        data = self.data(action.data)
         # SCXML 6.2 (_event.sendid): the author's id, else blank. The timer
         # still needs a key in the snapshot; that one stays out of the event.
         timer_id = action.id or f"send.{self.sequence}"
-        event = Event(action.event, self.data(action.data), EventKind.EXTERNAL, send_id=action.id)
-        self.arm_timer(timer_id, self.now + delay, event)
+        if action.id_location is not None:
+            self.context = action.id_location(self.context, self.event, timer_id)
+        own = self.session is not None and target == f"#_scxml_{self.session}"
+        if target is None or own:
+            origin = f"#_scxml_{self.session}" if self.session is not None else None
+            event = Event(name, data, EventKind.EXTERNAL, action.id, None, origin)
+            self.arm_timer(timer_id, self.now + delay, event)
+            return
+        if target == "#_internal":
+            if delay:
+                raise ValueError("a send to #_internal cannot be delayed; send it to this instance instead")
+            self.internal.append(Event(name, data, EventKind.INTERNAL, action.id))
+            return
+        if not target.startswith("#_"):
+            raise ValueError(
+                f"send target {target!r} is not supported: use #_internal, #_parent, #_<invokeid> "
+                "or #_scxml_<sessionid>, or no target for this instance"
+            )
+        if target.startswith("#_scxml_"):
+            self.unreachable(target, name, "no event I/O processor reaches another session")
+            return
+        if target != "#_parent" and target[2:] not in self.chart.site_by_id:
+            self.unreachable(target, name, "no such invoke id")
+            return
+        event = Event(name, data, EventKind.EXTERNAL, action.id)
+        if delay:
+            self.arm_timer(timer_id, self.now + delay, event, target)
+        else:
+            self.deliver(target, event)
 
-    def arm_timer(self, timer_id: str, deadline: float, event: Event) -> None:
+    def deliver(self, target: str, event: Event) -> None:
+        """Hand a send's event to the parent or to the live children of a site."""
+        if target == "#_parent":
+            self.effects.append(SendToParent(event))
+        else:
+            send_to_children(self, target[2:], None, attrs.evolve(event, origin="#_parent"))
+
+    def unreachable(self, target: str, name: str | None, reason: str) -> None:
+        """SCXML 6.2: a send the processor cannot dispatch raises ``error.communication``."""
+        self.internal.append(
+            Event(
+                "error.communication",
+                {"target": target, "event": name, "reason": reason},
+                EventKind.PLATFORM,
+                None,
+            )
+        )
+
+    def arm_timer(self, timer_id: str, deadline: float, event: Event, target: str | None = None) -> None:
         if timer_id in self.timers:
             self.cancel_timer(timer_id)
-        timer = Timer(timer_id, deadline, self.sequence, event)
+        timer = Timer(timer_id, deadline, self.sequence, event, target)
         self.sequence += 1
         self.timers[timer_id] = timer
         self.timers_changed = True
@@ -562,6 +688,11 @@ class Run:
         to_enter.add(s)
         if chart.kind[s] is StateKind.COMPOUND:
             default_entry.add(s)
+            content = chart.initial_content[s]
+            if content is not None:
+                # run after the state's entry actions (3.6); never cached as a plain plan
+                history_content[s] = content
+                self.saw_history = True
             for x in chart.initial[s]:
                 self.add_descendants(x, to_enter, default_entry, history_content)
             for x in chart.initial[s]:
@@ -707,6 +838,8 @@ def _initial_transition(chart: Chart[C]) -> CompiledTransition:
 def _action_name(action: Action) -> str:
     if type(action) is Assign:
         return f"assign {action.name}"
+    if type(action) is ForEach:
+        return "foreach"
     return type(action).__name__.lower()
 
 
@@ -741,12 +874,15 @@ def start(
     input: JsonValue = None,
     now: float = 0.0,
     lineage: tuple[str, ...] = (),
+    session: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Enter the chart's initial configuration: the first macrostep.
 
     The context is ``context`` if given, else built from ``input`` (the
     chart's ``context_from_input``, or the context class structured from the
-    input mapping), else the context class's defaults.
+    input mapping), else the context class's defaults. ``session`` is the
+    instance's id (SCXML ``_sessionid``): a send to ``#_scxml_<session>``
+    reaches this instance, and events it sends itself carry it as origin.
     """
     if context is None:
         from statechart._codec import context_from_input
@@ -758,21 +894,27 @@ def start(
             f"{type(context).__name__}"
         )
     empty: Snapshot[C] = Snapshot(chart.name, Status.RUNNING, (), (), context, time=now, lineage=lineage)
-    run = Run(chart, empty, now)
+    run = Run(chart, empty, now, session)
     run.macrostep(None)
     return run.snapshot(), tuple(run.effects)
 
 
 def step(
-    chart: Chart[C], snapshot: Snapshot[C], event: Event, *, now: float | None = None
+    chart: Chart[C],
+    snapshot: Snapshot[C],
+    event: Event,
+    *,
+    now: float | None = None,
+    session: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Process one external event to a stable configuration (one macrostep).
 
     ``now`` is the caller's clock (seconds); delayed sends get deadlines
-    relative to it. It defaults to the snapshot's ``time``.
+    relative to it. It defaults to the snapshot's ``time``. ``session`` is
+    as for :func:`start`.
     """
     _check_event(chart, snapshot, event)
-    run = Run(chart, snapshot, snapshot.time if now is None else now)
+    run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     run.macrostep(event)
     if run.rejected:
         return snapshot, tuple(run.effects)
@@ -780,16 +922,35 @@ def step(
 
 
 def fire(
-    chart: Chart[C], snapshot: Snapshot[C], timer_id: str, *, now: float | None = None
+    chart: Chart[C],
+    snapshot: Snapshot[C],
+    timer_id: str,
+    *,
+    now: float | None = None,
+    session: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
-    """Deliver the armed timer ``timer_id``: disarm it and process its event."""
+    """Deliver the armed timer ``timer_id``: disarm it and process its event.
+
+    A timer of a delayed send to the parent or a child (``Timer.target``)
+    hands its event over as an effect and steps nothing here (an
+    ``error.communication`` it raises is processed).
+    """
     timer = next((t for t in snapshot.timers if t.id == timer_id), None)
     if timer is None:
         raise errors.UnknownTimer(chart.name, timer_id, tuple(t.id for t in snapshot.timers))
     _check_event(chart, snapshot, timer.event)
-    run = Run(chart, snapshot, snapshot.time if now is None else now)
+    run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     del run.timers[timer_id]
     run.timers_changed = True
+    if timer.target is not None:
+        run.deliver(timer.target, timer.event)
+        run.stabilise()
+        run.steps += 1
+        if not run.running:
+            run.finish()
+            run.status = Status.DONE
+            run.effects.append(Completed(run.output))
+        return run.snapshot(), tuple(run.effects)
     run.firing = timer_id
     run.macrostep(timer.event)
     if run.rejected:
@@ -800,12 +961,17 @@ def fire(
 
 
 def stop(
-    chart: Chart[C], snapshot: Snapshot[C], *, now: float | None = None, reason: str = "stopped"
+    chart: Chart[C],
+    snapshot: Snapshot[C],
+    *,
+    now: float | None = None,
+    reason: str = "stopped",
+    session: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Stop a running instance from outside: exit every state, cancel children and timers."""
     if snapshot.status is not Status.RUNNING:
         raise errors.InstanceFinished(chart.name, snapshot.status.value, "stop")
-    run = Run(chart, snapshot, snapshot.time if now is None else now)
+    run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     run.event = Event("stop", reason, EventKind.PLATFORM)
     run.finish()
     run.steps += 1

@@ -95,25 +95,49 @@ class Raise:
     data: DataExpr[Any] = None
 
 
+TextExpr: TypeAlias = "str | Callable[[Any, Event], str]"
+"""A name: a constant string or a function of (context, event) (SCXML ``eventexpr``, ``targetexpr``…)."""
+
+IdLocation: TypeAlias = "Callable[[Any, Event, str], Any]"
+"""Stores a generated send id: ``(context, event, id) -> new context`` (SCXML ``idlocation``)."""
+
+SCXML_PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
+"""The type URI of the SCXML event I/O processor (SCXML Appendix C.1), the only one supported."""
+
+SEND_TYPES = (SCXML_PROCESSOR, "scxml")
+"""The ``type`` values a send accepts (the URI, and its short name)."""
+
+
 @attrs.frozen
 class Send:
-    """Send an event to this instance after ``delay`` seconds (SCXML ``<send>``).
+    """Send an event (SCXML ``<send>``, 6.2), optionally after ``delay`` seconds.
 
-    The interpreter arms a timer with an absolute deadline; the engine
-    delivers it. ``id`` lets a later :class:`Cancel` withdraw it.
+    ``target`` is ``None`` (this instance's external queue), ``"#_internal"``
+    (the internal queue), ``"#_parent"`` (the invoking parent),
+    ``"#_<invokeid>"`` (the live child or children of a site), or
+    ``"#_scxml_<sessionid>"`` (an instance by id; only this instance's own
+    session can be reached). An unsupported ``type`` raises
+    ``error.execution``; a target that cannot be reached raises
+    ``error.communication``. ``event``, ``target``, ``type`` and ``delay``
+    may be computed from (context, event). ``id`` lets a later
+    :class:`Cancel` withdraw the send; ``id_location`` stores the id the
+    interpreter generates when none is given.
     """
 
-    event: str
+    event: TextExpr | None
     data: DataExpr[Any] = None
     delay: DelayExpr = 0.0
     id: str | None = None
+    target: TextExpr | None = None
+    type: TextExpr | None = None
+    id_location: IdLocation | None = None
 
 
 @attrs.frozen
 class Cancel:
-    """Withdraw a pending :class:`Send` by its id (SCXML ``<cancel>``)."""
+    """Withdraw a pending :class:`Send` by its id (SCXML ``<cancel>``, 6.3); the id may be computed."""
 
-    send_id: str
+    send_id: TextExpr
 
 
 @attrs.frozen
@@ -142,7 +166,58 @@ class Log:
     data: DataExpr[Any] = None
 
 
-Action: TypeAlias = "Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log"
+@attrs.frozen
+class Branch(Generic[C]):
+    """One branch of an :class:`If`: its condition (``None`` for ``else``) and its actions."""
+
+    guard: Guard[C] | None
+    actions: tuple[Action[C], ...]
+
+
+@attrs.frozen
+class If(Generic[C]):
+    """Conditional actions (SCXML ``<if>``/``<elseif>``/``<else>``, 4.3).
+
+    The branches' conditions are tried in order and the first that holds
+    runs its actions; a branch whose guard is ``None`` always holds. A
+    condition that raises is false and raises ``error.execution`` (5.9).
+    """
+
+    branches: tuple[Branch[C], ...]
+
+
+def _bind_attribute(context: Any, name: str, value: JsonValue) -> Any:
+    if not attrs.has(type(context)):
+        raise TypeError(
+            f"foreach cannot set {name!r} on a {type(context).__name__} context; "
+            "give foreach(bind=...) a function (context, name, value) -> context"
+        )
+    return attrs.evolve(context, **{name: value})
+
+
+Binder: TypeAlias = "Callable[[Any, str, JsonValue], Any]"
+"""Sets one variable: ``(context, name, value) -> new context`` (``foreach`` item and index)."""
+
+
+@attrs.frozen
+class ForEach(Generic[C]):
+    """Run actions once per item of a collection (SCXML ``<foreach>``, 4.6).
+
+    ``items(context, event)`` is evaluated once and copied, so actions that
+    change the collection do not change the iteration. Before each pass the
+    item (and the index, when named) is set on the context with ``bind``.
+    A collection that is not iterable raises ``error.execution``; an error
+    inside the actions stops the whole block.
+    """
+
+    items: Callable[[C, Event], Any]
+    item: str
+    actions: tuple[Action[C], ...]
+    index: str | None = None
+    bind: Binder = _bind_attribute
+
+
+Action: TypeAlias = "Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log | If[C] | ForEach[C]"
 """An action of a chart whose context is ``C``."""
 
 ActionLike: TypeAlias = "Action[C] | Assigner[C]"
@@ -167,13 +242,28 @@ def raise_event(event: str, data: DataExpr[Any] = None) -> Raise:
     return Raise(event, data)
 
 
-def send(event: str, data: DataExpr[Any] = None, *, delay: DelayExpr = 0.0, id: str | None = None) -> Send:
-    """An action that sends an event to this instance, optionally delayed."""
-    return Send(event, data, delay, id)
+def send(
+    event: TextExpr | None,
+    data: DataExpr[Any] = None,
+    *,
+    delay: DelayExpr = 0.0,
+    id: str | None = None,
+    target: TextExpr | None = None,
+    type: TextExpr | None = None,
+    id_location: IdLocation | None = None,
+) -> Send:
+    """An action that sends an event (to this instance unless ``target`` says otherwise), optionally delayed.
+
+    See :class:`Send` for the targets. ``event`` may be ``None`` only for a
+    send whose target is not this instance's own queue.
+    """
+    if id is not None and id_location is not None:
+        raise ValueError("send() takes id= or id_location=, not both (SCXML 6.2.1)")
+    return Send(event, data, delay, id, target, type, id_location)
 
 
-def cancel(send_id: str) -> Cancel:
-    """An action that cancels a delayed send by id."""
+def cancel(send_id: TextExpr) -> Cancel:
+    """An action that cancels a delayed send by id (or by an id computed from (context, event))."""
     return Cancel(send_id)
 
 
@@ -192,6 +282,40 @@ def log(label: str, data: DataExpr[Any] = None) -> Log:
     return Log(label, data)
 
 
+def if_(
+    guard: Guard[T],
+    actions: Sequence[ActionLike[T]],
+    *,
+    elif_: Sequence[tuple[Guard[T], Sequence[ActionLike[T]]]] = (),
+    else_: Sequence[ActionLike[T]] = (),
+) -> If[T]:
+    """Conditional actions: ``actions`` if ``guard`` holds, else the first ``elif_`` or ``else_``.
+
+    SCXML ``<if>``/``<elseif>``/``<else>`` (4.3).
+    """
+    branches: list[Branch[T]] = [Branch(guard, _actions(actions))]
+    branches.extend(Branch(g, _actions(a)) for g, a in elif_)
+    if else_:
+        branches.append(Branch(None, _actions(else_)))
+    return If(tuple(branches))
+
+
+def foreach(
+    items: Callable[[T, Event], Any],
+    actions: Sequence[ActionLike[T]],
+    *,
+    item: str,
+    index: str | None = None,
+    bind: Binder | None = None,
+) -> ForEach[T]:
+    """Run ``actions`` once per element of ``items(context, event)``, with ``item`` (and ``index``) set.
+
+    By default ``item`` and ``index`` name fields of an attrs context, set
+    with ``attrs.evolve``; ``bind`` replaces that for other contexts.
+    """
+    return ForEach(items, item, _actions(actions), index, bind or _bind_attribute)
+
+
 def in_state(state: str) -> InState:
     """A guard true while ``state`` is active."""
     return InState(state)
@@ -200,7 +324,7 @@ def in_state(state: str) -> InState:
 def _actions(items: Sequence[ActionLike[T]]) -> tuple[Action[T], ...]:
     out: list[Action[T]] = []
     for item in items:
-        if isinstance(item, Assign | Raise | Send | Cancel | SendParent | SendChild | Log):
+        if isinstance(item, Assign | Raise | Send | Cancel | SendParent | SendChild | Log | If | ForEach):
             out.append(item)
         elif callable(item):
             out.append(Assign(item, _callable_name(item)))
@@ -379,6 +503,7 @@ class StateNode(Generic[C]):
     sites: tuple[Site[C], ...] = ()
     done_data: DataExpr[C] = None
     deep: bool = False
+    initial_actions: tuple[Action[C], ...] = ()
 
 
 def state(
@@ -389,11 +514,15 @@ def state(
     entry: Sequence[ActionLike[T]] = (),
     exit: Sequence[ActionLike[T]] = (),
     invoke: Sequence[Site[T]] = (),
+    initial_actions: Sequence[ActionLike[T]] = (),
 ) -> StateNode[T]:
     """An atomic state, or a compound one when it has children.
 
     A compound state enters ``initial`` by default, else its first child in
-    document order (SCXML 3.3).
+    document order (SCXML 3.3). ``initial_actions`` are the executable
+    content of its ``<initial>`` transition (3.6): they run when the state is
+    entered by default, after its entry actions and before its children are
+    entered.
     """
     kind = StateKind.COMPOUND if children else StateKind.ATOMIC
     return StateNode(
@@ -405,6 +534,7 @@ def state(
         _actions(entry),
         _actions(exit),
         tuple(invoke),
+        initial_actions=_actions(initial_actions),
     )
 
 

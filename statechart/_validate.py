@@ -10,6 +10,8 @@ import attrs
 from statechart import errors
 from statechart._model import (
     Action,
+    ForEach,
+    If,
     InState,
     SendChild,
     StateKind,
@@ -207,6 +209,13 @@ class Validator:
                     f"initial {list(node.initial)} is given to a state with no children",
                     "remove initial= or add the child states",
                 )
+            if node.kind is not StateKind.COMPOUND and node.initial_actions:
+                self.add(
+                    errors.InvalidDefinition,
+                    where,
+                    "initial_actions are given to a state with no child states",
+                    "move them to the state's entry actions, or add child states",
+                )
             if node.kind is StateKind.COMPOUND:
                 self.check_initial(where, node.id, node.initial, node.children)
             if node.kind is StateKind.PARALLEL:
@@ -398,9 +407,22 @@ class Validator:
                 self.check_actions(label, t.actions, site_ids)
             self.check_actions(f"entry of state {node.id!r}", node.entry, site_ids)
             self.check_actions(f"exit of state {node.id!r}", node.exit, site_ids)
+            self.check_actions(f"initial actions of state {node.id!r}", node.initial_actions, site_ids)
 
     def check_actions(self, where: str, actions: tuple[Action, ...], site_ids: set[str]) -> None:
         for action in actions:
+            if isinstance(action, If):
+                for branch in action.branches:
+                    if isinstance(branch.guard, InState) and branch.guard.state not in self.by_id:
+                        self.add(
+                            errors.UnknownTarget,
+                            where,
+                            f"if condition in_state({branch.guard.state!r}) names no state",
+                            "name an existing state",
+                        )
+                    self.check_actions(where, branch.actions, site_ids)
+            elif isinstance(action, ForEach):
+                self.check_actions(where, action.actions, site_ids)
             if isinstance(action, SendChild) and action.site not in site_ids:
                 self.add(
                     errors.UnknownTarget,
