@@ -49,6 +49,7 @@ from statechart._model import (
     SCXML_PROCESSOR,
     Action,
     Assign,
+    Block,
     Branch,
     Cancel,
     ForEach,
@@ -67,6 +68,7 @@ from statechart._model import (
     after,
     always,
     assign,
+    block,
     cancel,
     final,
     foreach,
@@ -84,6 +86,7 @@ from statechart._model import (
     transition,
 )
 from statechart._registry import Registry
+from statechart._scope import Scope, current
 from statechart._shape import Compatibility, Shape, SiteShape, StateShape, TransitionShape, compare
 from statechart._snapshot import (
     ChildSlot,
@@ -103,6 +106,7 @@ __all__ = [
     "ArmTimer",
     "Assign",
     "BirthChild",
+    "Block",
     "Branch",
     "Cancel",
     "CancelChild",
@@ -129,6 +133,7 @@ __all__ = [
     "ResumeChild",
     "RetryChild",
     "RetryPolicy",
+    "Scope",
     "Send",
     "SendChild",
     "SendParent",
@@ -153,12 +158,14 @@ __all__ = [
     "after",
     "always",
     "assign",
+    "block",
     "cancel",
     "check_json",
     "check_snapshot",
     "child_message_event",
     "compare",
     "context_from_input",
+    "current",
     "done_invoke_event",
     "due_timers",
     "error_invoke_event",

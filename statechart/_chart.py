@@ -11,12 +11,14 @@ from statechart import errors
 from statechart._event import JsonValue
 from statechart._model import (
     Action,
+    ActionLike,
     DataExpr,
     Guard,
     Site,
     StateKind,
     StateNode,
     Transition,
+    _actions,
     _targets,
 )
 from statechart._shape import Shape, SiteShape, StateShape, TransitionShape
@@ -116,6 +118,12 @@ class Chart(Generic[C]):
     The compiled tables below are what the interpreter walks; states are
     numbered in document order, the implicit root being 0.
 
+    ``setup`` is executable content run once when an instance starts,
+    before its initial states are entered (the content of the chart's
+    initial transition): SCXML's top-level data initialisation and
+    ``<script>`` (5.2.2, 5.8). An error in it raises ``error.execution``,
+    processed once the initial configuration is entered.
+
     ``allow_unreachable`` names states (with their descendants) that no
     transition enters yet and that validation should accept, such as
     placeholders in a chart under construction.
@@ -131,6 +139,7 @@ class Chart(Generic[C]):
         max_microsteps: int = 1000,
         description: str = "",
         allow_unreachable: Sequence[str] = (),
+        setup: Sequence[ActionLike[NoContext]] = (),
     ) -> None: ...
 
     @overload
@@ -144,6 +153,7 @@ class Chart(Generic[C]):
         max_microsteps: int = 1000,
         description: str = "",
         allow_unreachable: Sequence[str] = (),
+        setup: Sequence[ActionLike[C]] = (),
     ) -> None: ...
 
     def __init__(
@@ -156,8 +166,10 @@ class Chart(Generic[C]):
         max_microsteps: int = 1000,
         description: str = "",
         allow_unreachable: Sequence[str] = (),
+        setup: Sequence[ActionLike[Any]] = (),
     ) -> None:
         self.name = name
+        self.setup: tuple[Action, ...] = _actions(setup)
         self.context_type: type[C] = context  # type: ignore[assignment]
         self.roots = tuple(states)
         self.initial_ids = _targets(initial)

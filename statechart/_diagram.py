@@ -32,6 +32,7 @@ from statechart._chart import ROOT, Chart, CompiledTransition
 from statechart._model import (
     Action,
     Assign,
+    Block,
     Cancel,
     ForEach,
     Guard,
@@ -95,6 +96,8 @@ def _action(action: Action) -> str:
         return "if(" + " | ".join(", ".join(_action(a) for a in b.actions) for b in action.branches) + ")"
     if isinstance(action, ForEach):
         return f"foreach({action.item}: " + ", ".join(_action(a) for a in action.actions) + ")"
+    if isinstance(action, Block):
+        return "{" + ", ".join(_action(a) for a in action.actions) + "}"
     if isinstance(action, Cancel):
         return f"cancel({_text(action.send_id)})"
     if isinstance(action, SendParent):

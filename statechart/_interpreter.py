@@ -41,6 +41,7 @@ from statechart._model import (
     SEND_TYPES,
     Action,
     Assign,
+    Block,
     Cancel,
     ForEach,
     If,
@@ -52,6 +53,7 @@ from statechart._model import (
     SendParent,
     StateKind,
 )
+from statechart._scope import _CURRENT, Scope
 from statechart._snapshot import (
     ChildSlot,
     HistoryEntry,
@@ -160,6 +162,19 @@ class Run:
         self.saw_history = False
         self.rejected = False
         self.microsteps = 0
+
+    # -------------------------------------------------------------- scope
+
+    @property
+    def chart_name(self) -> str:
+        return self.chart.name
+
+    def is_active(self, state: str) -> bool:
+        index = self.chart.index.get(state)
+        return index is not None and index in self.config
+
+    def active_ids(self) -> tuple[str, ...]:
+        return self.chart.configuration_ids(self.config)
 
     # -------------------------------------------------------------- slots
 
@@ -315,6 +330,8 @@ class Run:
             self.branch(action, where, transition)
         elif type(action) is ForEach:
             self.foreach(action, where, transition)
+        elif type(action) is Block:
+            self.execute(where, action.actions, transition)
 
     def branch(self, action: If, where: str, transition: str | None) -> None:
         """SCXML 4.3: the first branch whose condition holds runs; a raising condition is false (5.9)."""
@@ -367,18 +384,21 @@ class Run:
         # SCXML 6.2 (_event.sendid): the author's id, else blank. The timer
         # still needs a key in the snapshot; that one stays out of the event.
         timer_id = action.id or f"send.{self.sequence}"
+        send_id = action.id
         if action.id_location is not None:
+            # the generated id was given to the author, so the event carries it (5.10.1, 6.2.4)
             self.context = action.id_location(self.context, self.event, timer_id)
+            send_id = timer_id
         own = self.session is not None and target == f"#_scxml_{self.session}"
         if target is None or own:
             origin = f"#_scxml_{self.session}" if self.session is not None else None
-            event = Event(name, data, EventKind.EXTERNAL, action.id, None, origin)
+            event = Event(name, data, EventKind.EXTERNAL, send_id, None, origin)
             self.arm_timer(timer_id, self.now + delay, event)
             return
         if target == "#_internal":
             if delay:
                 raise ValueError("a send to #_internal cannot be delayed; send it to this instance instead")
-            self.internal.append(Event(name, data, EventKind.INTERNAL, action.id))
+            self.internal.append(Event(name, data, EventKind.INTERNAL, send_id))
             return
         if not target.startswith("#_"):
             raise ValueError(
@@ -386,12 +406,12 @@ class Run:
                 "or #_scxml_<sessionid>, or no target for this instance"
             )
         if target.startswith("#_scxml_"):
-            self.unreachable(target, name, "no event I/O processor reaches another session")
+            self.unreachable(target, name, "no event I/O processor reaches another session", send_id)
             return
         if target != "#_parent" and target[2:] not in self.chart.site_by_id:
-            self.unreachable(target, name, "no such invoke id")
+            self.unreachable(target, name, "no such invoke id", send_id)
             return
-        event = Event(name, data, EventKind.EXTERNAL, action.id)
+        event = Event(name, data, EventKind.EXTERNAL, send_id)
         if delay:
             self.arm_timer(timer_id, self.now + delay, event, target)
         else:
@@ -404,14 +424,14 @@ class Run:
         else:
             send_to_children(self, target[2:], None, attrs.evolve(event, origin="#_parent"))
 
-    def unreachable(self, target: str, name: str | None, reason: str) -> None:
+    def unreachable(self, target: str, name: str | None, reason: str, send_id: str | None = None) -> None:
         """SCXML 6.2: a send the processor cannot dispatch raises ``error.communication``."""
         self.internal.append(
             Event(
                 "error.communication",
                 {"target": target, "event": name, "reason": reason},
                 EventKind.PLATFORM,
-                None,
+                send_id,
             )
         )
 
@@ -800,7 +820,10 @@ class Run:
     def macrostep(self, event: Event | None) -> None:
         chart = self.chart
         if event is None:
-            self.enter_states([_initial_transition(chart)])
+            initial = _initial_transition(chart)
+            if initial.actions:
+                self.execute(chart.ids[ROOT], initial.actions, initial.label)
+            self.enter_states([initial])
         else:
             self.event = event
             verdict = Verdict.DELIVER
@@ -827,7 +850,7 @@ def _initial_transition(chart: Chart[C]) -> CompiledTransition:
     if cached is None:
         from statechart._model import Transition
 
-        authored = Transition((), tuple(chart.ids[i] for i in chart.initial[ROOT]))
+        authored = Transition((), tuple(chart.ids[i] for i in chart.initial[ROOT]), actions=chart.setup)
         cached = CompiledTransition(ROOT, 0, -1, authored, chart.initial[ROOT], False, "initial")
         cached.domain = ROOT
         published: CompiledTransition = vars(chart).setdefault("_initial_transition", cached)
@@ -895,7 +918,11 @@ def start(
         )
     empty: Snapshot[C] = Snapshot(chart.name, Status.RUNNING, (), (), context, time=now, lineage=lineage)
     run = Run(chart, empty, now, session)
-    run.macrostep(None)
+    token = _CURRENT.set(Scope(run))
+    try:
+        run.macrostep(None)
+    finally:
+        _CURRENT.reset(token)
     return run.snapshot(), tuple(run.effects)
 
 
@@ -915,7 +942,11 @@ def step(
     """
     _check_event(chart, snapshot, event)
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
-    run.macrostep(event)
+    token = _CURRENT.set(Scope(run))
+    try:
+        run.macrostep(event)
+    finally:
+        _CURRENT.reset(token)
     if run.rejected:
         return snapshot, tuple(run.effects)
     return run.snapshot(), tuple(run.effects)
@@ -942,6 +973,15 @@ def fire(
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     del run.timers[timer_id]
     run.timers_changed = True
+    token = _CURRENT.set(Scope(run))
+    try:
+        _fire(run, timer)
+    finally:
+        _CURRENT.reset(token)
+    return run.snapshot(), tuple(run.effects)
+
+
+def _fire(run: Run, timer: Timer) -> None:
     if timer.target is not None:
         run.deliver(timer.target, timer.event)
         run.stabilise()
@@ -950,14 +990,13 @@ def fire(
             run.finish()
             run.status = Status.DONE
             run.effects.append(Completed(run.output))
-        return run.snapshot(), tuple(run.effects)
-    run.firing = timer_id
+        return
+    run.firing = timer.id
     run.macrostep(timer.event)
     if run.rejected:
         # the timer is spent even though its event no longer applies
         run.rejected = False
         run.steps += 1
-    return run.snapshot(), tuple(run.effects)
 
 
 def stop(
@@ -973,7 +1012,11 @@ def stop(
         raise errors.InstanceFinished(chart.name, snapshot.status.value, "stop")
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     run.event = Event("stop", reason, EventKind.PLATFORM)
-    run.finish()
+    token = _CURRENT.set(Scope(run))
+    try:
+        run.finish()
+    finally:
+        _CURRENT.reset(token)
     run.steps += 1
     run.status = Status.STOPPED
     run.effects.append(Stopped(reason))

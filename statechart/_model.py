@@ -217,7 +217,21 @@ class ForEach(Generic[C]):
     bind: Binder = _bind_attribute
 
 
-Action: TypeAlias = "Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log | If[C] | ForEach[C]"
+@attrs.frozen
+class Block(Generic[C]):
+    """A block of executable content of its own (SCXML 4.9): an error inside stops this block only.
+
+    A state's ``entry`` (or ``exit``) is one block; a state with several
+    ``<onentry>`` handlers has one :class:`Block` per handler, so an error
+    in the first still runs the second.
+    """
+
+    actions: tuple[Action[C], ...]
+
+
+Action: TypeAlias = (
+    "Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log | If[C] | ForEach[C] | Block[C]"
+)
 """An action of a chart whose context is ``C``."""
 
 ActionLike: TypeAlias = "Action[C] | Assigner[C]"
@@ -316,15 +330,23 @@ def foreach(
     return ForEach(items, item, _actions(actions), index, bind or _bind_attribute)
 
 
+def block(actions: Sequence[ActionLike[T]]) -> Block[T]:
+    """A separate block of actions: an error inside stops it, and the actions after it still run."""
+    return Block(_actions(actions))
+
+
 def in_state(state: str) -> InState:
     """A guard true while ``state`` is active."""
     return InState(state)
 
 
+_ACTION_TYPES = (Assign, Raise, Send, Cancel, SendParent, SendChild, Log, If, ForEach, Block)
+
+
 def _actions(items: Sequence[ActionLike[T]]) -> tuple[Action[T], ...]:
     out: list[Action[T]] = []
     for item in items:
-        if isinstance(item, Assign | Raise | Send | Cancel | SendParent | SendChild | Log | If | ForEach):
+        if isinstance(item, _ACTION_TYPES):
             out.append(item)
         elif callable(item):
             out.append(Assign(item, _callable_name(item)))

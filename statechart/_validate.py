@@ -10,6 +10,7 @@ import attrs
 from statechart import errors
 from statechart._model import (
     Action,
+    Block,
     ForEach,
     If,
     InState,
@@ -421,7 +422,7 @@ class Validator:
                             "name an existing state",
                         )
                     self.check_actions(where, branch.actions, site_ids)
-            elif isinstance(action, ForEach):
+            elif isinstance(action, ForEach | Block):
                 self.check_actions(where, action.actions, site_ids)
             if isinstance(action, SendChild) and action.site not in site_ids:
                 self.add(

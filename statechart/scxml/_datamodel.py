@@ -1,0 +1,231 @@
+"""The Python datamodel of SCXML documents (``datamodel="python"``).
+
+The datamodel is the instance's context: a :class:`Datamodel` value mapping
+variable names to JSON values, stored with the snapshot like any context.
+Expressions (``cond``, ``expr``, ``eventexpr``…) are Python expressions and
+``<script>`` is Python code, evaluated with the datamodel's variables as
+globals beside the system variables ``_event``, ``_sessionid``, ``_name``,
+``_ioprocessors`` and the predicate ``In(state_id)`` (SCXML 5.10, 5.9.1).
+
+Every evaluation works on a copy: an expression that mutates a list it
+reads changes nothing until an ``<assign>`` or a ``<script>`` stores the
+result. A script keeps what it binds to JSON values; functions, classes and
+modules it binds live only while it runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+from collections.abc import Callable, Mapping
+from types import CodeType, FunctionType, ModuleType
+from typing import Any
+
+import attrs
+
+from statechart._codec import check_json
+from statechart._event import Event, JsonValue
+from statechart._model import SCXML_PROCESSOR
+from statechart._scope import current
+
+SYSTEM_VARIABLES = ("_event", "_sessionid", "_name", "_ioprocessors")
+"""The read-only system variables (SCXML 5.10); a script or assign that sets one raises error.execution."""
+
+
+@attrs.frozen(eq=True, hash=False)
+class Datamodel:
+    """The variables of an SCXML instance: name -> JSON value.
+
+    ``bound`` lists the states whose late-bound ``<data>`` has been assigned
+    (SCXML 5.3, ``binding="late"``).
+    """
+
+    vars: dict[str, JsonValue] = attrs.field(factory=dict)
+    bound: list[str] = attrs.field(factory=list)
+
+    def __getitem__(self, name: str) -> JsonValue:
+        return self.vars[name]
+
+    def get(self, name: str, default: JsonValue = None) -> JsonValue:
+        """A variable's value, or ``default`` when it is not declared."""
+        return self.vars.get(name, default)
+
+
+@attrs.frozen
+class EventView:
+    """``_event`` as an expression sees it (SCXML 5.10.1)."""
+
+    name: str
+    type: str
+    sendid: str | None
+    origin: str | None
+    origintype: str | None
+    invokeid: str | None
+    data: Any
+
+    @classmethod
+    def of(cls, event: Event | None) -> EventView | None:
+        """The view of the event being processed (``None`` before the first event: SCXML 5.10.1)."""
+        if event is None or event.name == "":
+            return None
+        origin = event.reply_to
+        return cls(
+            event.name,
+            event.kind.value,
+            event.send_id,
+            origin,
+            SCXML_PROCESSOR if origin is not None else None,
+            event.invoke_id.site if event.invoke_id is not None else None,
+            copy.deepcopy(event.data),
+        )
+
+
+class ExpressionError(Exception):
+    """An expression or script failed; the interpreter turns it into ``error.execution``."""
+
+
+class Code:
+    """One expression or script of a document, compiled once, named by where it stands.
+
+    ``source`` is the Python text as written (kept for :func:`dump`). A
+    syntax error is raised when the code runs, as ``error.execution``
+    (SCXML 5.9: an illegal expression), not when the document loads.
+    """
+
+    __slots__ = ("_code", "_error", "mode", "source", "where")
+
+    def __init__(self, source: str, where: str, mode: str) -> None:
+        self.source = source
+        self.where = where
+        self.mode = mode
+        self._code: CodeType | None = None
+        self._error: SyntaxError | None = None
+        # an expression may span lines: parenthesised, its newlines are only whitespace
+        text = _dedent(source) if mode == "exec" else f"({source.strip()}\n)"
+        try:
+            self._code = compile(text, where, mode)
+        except SyntaxError as error:
+            self._error = error
+
+    def __repr__(self) -> str:
+        return f"<{self.mode} {self.source.strip()!r} at {self.where}>"
+
+    def run(self, namespace: dict[str, Any]) -> Any:
+        """Evaluate (or execute) against ``namespace``; raises what the code raises."""
+        if self._code is None:
+            assert self._error is not None
+            raise SyntaxError(f"{self._error.msg} in {self.source.strip()!r} ({self.where})")
+        if self.mode == "eval":
+            return eval(self._code, namespace)
+        exec(self._code, namespace)
+        return None
+
+
+def _dedent(source: str) -> str:
+    lines = source.strip("\n").splitlines()
+    indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
+    cut = min(indents, default=0)
+    return "\n".join(line[cut:] for line in lines)
+
+
+def namespace(model: Datamodel, event: Event | None) -> dict[str, Any]:
+    """The globals an expression sees: a copy of the variables and the system variables."""
+    scope = current()
+    session = scope.session
+    location = f"#_scxml_{session}" if session is not None else None
+    values: dict[str, Any] = copy.deepcopy(model.vars)
+    values["__builtins__"] = builtins
+    values["_event"] = EventView.of(event)
+    values["_sessionid"] = session
+    values["_name"] = scope.chart
+    values["_ioprocessors"] = {
+        "scxml": {"location": location},
+        SCXML_PROCESSOR: {"location": location},
+    }
+    values["In"] = scope.active
+    return values
+
+
+def evaluate(code: Code, model: Datamodel, event: Event | None) -> Any:
+    """The value of an expression."""
+    return code.run(namespace(model, event))
+
+
+def _kept(model: Datamodel, values: Mapping[str, Any], where: str) -> dict[str, JsonValue]:
+    """The variables after a script: JSON values kept, helpers dropped, system variables untouched."""
+    kept: dict[str, JsonValue] = {}
+    for name, value in values.items():
+        if name.startswith("__") or name in SYSTEM_VARIABLES or name == "In":
+            continue
+        if isinstance(value, FunctionType | type | ModuleType) or callable(value):
+            continue
+        kept[name] = check_json(value, name)
+    return kept
+
+
+def run_script(code: Code, model: Datamodel, event: Event | None) -> Datamodel:
+    """Execute a ``<script>`` (SCXML 4.8): the datamodel with what it changed."""
+    values = namespace(model, event)
+    system = {name: values[name] for name in SYSTEM_VARIABLES}
+    code.run(values)
+    for name, before in system.items():
+        if values.get(name) is not before:
+            raise ExpressionError(f"{code.where}: {name} is a read-only system variable (SCXML 5.10)")
+    try:
+        return attrs.evolve(model, vars=_kept(model, values, code.where))
+    except TypeError as error:
+        raise ExpressionError(
+            f"{code.where}: the datamodel holds JSON values only, and the script left {error}"
+        ) from error
+
+
+def assign(model: Datamodel, location: str, value: Any, where: str) -> Datamodel:
+    """``<assign location=… expr=…>`` (SCXML 5.4): set a declared variable or a part of one."""
+    try:
+        check_json(value, location)
+    except TypeError as error:
+        raise ExpressionError(f"{where}: the datamodel holds JSON values only: {error}") from error
+    name = location.strip()
+    if name in SYSTEM_VARIABLES or name == "In":
+        raise ExpressionError(f"{where}: {name} is a read-only system variable (SCXML 5.10)")
+    if name.isidentifier():
+        if name not in model.vars:
+            raise ExpressionError(
+                f"{where}: cannot assign to {name!r}: no such variable in the datamodel; "
+                "declare it with <data id=...> (SCXML 5.4)"
+            )
+        return attrs.evolve(model, vars={**model.vars, name: copy.deepcopy(value)})
+    values = namespace(model, None)
+    values["__value__"] = copy.deepcopy(value)
+    Code(f"{name} = __value__", where, "exec").run(values)
+    values.pop("__value__")
+    return attrs.evolve(model, vars=_kept(model, values, where))
+
+
+def declare(model: Datamodel, names: list[str]) -> Datamodel:
+    """Declare variables (unassigned: ``None``) that the datamodel does not hold yet."""
+    missing = {name: None for name in names if name not in model.vars}
+    if not missing:
+        return model
+    return attrs.evolve(model, vars={**model.vars, **missing})
+
+
+def from_input(names: list[str]) -> Callable[[JsonValue], Datamodel]:
+    """``context_from_input`` of a document: an invoker's params and namelist preset declared data (6.4)."""
+
+    def build(given: JsonValue) -> Datamodel:
+        values: dict[str, JsonValue] = dict.fromkeys(names)
+        preset: list[str] = []
+        if isinstance(given, dict):
+            for name, value in given.items():
+                if name in values:
+                    values[name] = check_json(value, name)
+                    preset.append(name)
+        return Datamodel(values, [f"={name}" for name in preset])
+
+    return build
+
+
+def preset(model: Datamodel, name: str) -> bool:
+    """Whether an invoker gave ``name`` a value (its ``<data>`` expression is then not evaluated)."""
+    return f"={name}" in model.bound

@@ -1,0 +1,780 @@
+"""Load an SCXML document into a :class:`~statechart.Chart` with the Python datamodel.
+
+The loader builds on the authoring API (``state``, ``transition``,
+``send``, ``if_``, ``foreach``…): a loaded chart is an ordinary chart whose
+context is a :class:`~statechart.scxml.Datamodel` and whose guards and
+actions evaluate the document's Python expressions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.parsers.expat
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+from attrs import Factory
+
+from statechart import errors
+from statechart._chart import Chart
+from statechart._codec import check_json
+from statechart._event import Event, JsonValue
+from statechart._model import (
+    Action,
+    Assign,
+    Block,
+    Branch,
+    Cancel,
+    ForEach,
+    If,
+    Log,
+    Raise,
+    Send,
+    StateKind,
+    StateNode,
+    Transition,
+)
+from statechart.scxml._datamodel import (
+    SYSTEM_VARIABLES,
+    Code,
+    Datamodel,
+    EventView,
+    ExpressionError,
+    assign,
+    evaluate,
+    from_input,
+    preset,
+    run_script,
+)
+from statechart.scxml._source import Folder, Source, read_document, read_relative
+
+SCXML_NS = "http://www.w3.org/2005/07/scxml"
+"""The SCXML namespace; elements in other namespaces are ignored (SCXML 3.2)."""
+
+SUPPORTED_DATAMODELS = ("python",)
+"""The ``datamodel`` attribute values :func:`load` accepts (absent means ``python``)."""
+
+
+class ScxmlError(errors.IncarnateError, ValueError):
+    """An SCXML document that cannot be loaded: each problem names its line and the fix."""
+
+    def __init__(self, source: str, problems: Sequence[str]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        listed = "\n".join(f"  - {problem}" for problem in problems)
+        super().__init__(f"cannot load SCXML document {source}: {len(problems)} problem(s)\n{listed}")
+
+
+@attrs.define
+class Node:
+    """One element of the document: its local name, attributes, children, text and line."""
+
+    tag: str
+    attrs: dict[str, str]
+    line: int
+    children: list[Node] = Factory(list)
+    text: str = ""
+    foreign: bool = False
+
+    def elements(self, *tags: str) -> list[Node]:
+        """The SCXML children with one of ``tags`` (all SCXML children when none is given)."""
+        return [c for c in self.children if not c.foreign and (not tags or c.tag in tags)]
+
+
+def parse(text: str, source: str) -> Node:
+    """Parse the document with expat into :class:`Node` values with line numbers."""
+    parser = xml.parsers.expat.ParserCreate(namespace_separator=" ")
+    stack: list[Node] = []
+    root: list[Node] = []
+
+    def start(name: str, attributes: dict[str, str]) -> None:
+        uri, _, local = name.rpartition(" ")
+        plain = {key.rpartition(" ")[2]: value for key, value in attributes.items() if " " not in key}
+        node = Node(local, plain, parser.CurrentLineNumber, foreign=uri not in ("", SCXML_NS))
+        if stack:
+            stack[-1].children.append(node)
+        else:
+            root.append(node)
+        stack.append(node)
+
+    def end(_name: str) -> None:
+        stack.pop()
+
+    def data(chars: str) -> None:
+        if stack:
+            stack[-1].text += chars
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.CharacterDataHandler = data
+    try:
+        parser.Parse(text, True)
+    except xml.parsers.expat.ExpatError as error:
+        raise ScxmlError(source, [f"line {error.lineno}: not well-formed XML: {error}"]) from error
+    if not root or root[0].tag != "scxml" or root[0].foreign:
+        found = root[0].tag if root else "nothing"
+        raise ScxmlError(source, [f"line 1: the root element must be <scxml> in {SCXML_NS}, found <{found}>"])
+    return root[0]
+
+
+# ---------------------------------------------------------------- delays
+
+_DELAY = re.compile(r"^\s*(\d*\.?\d+)\s*(ms|s|m|min|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_delay(text: object) -> float:
+    """A CSS2 time (``"500ms"``, ``"2s"``, ``".5s"``) or a number of seconds, in seconds (SCXML 6.2.4)."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    match = _DELAY.match(str(text))
+    if match is None:
+        raise ValueError(f"{text!r} is not a delay; write a CSS2 time such as '500ms' or '2s'")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+# --------------------------------------------------------- expressions
+
+
+class _Expr:
+    """A callable made from document code, keeping its source for :func:`~statechart.scxml.dump`."""
+
+    __slots__ = ("code", "kind")
+
+    def __init__(self, code: Code, kind: str) -> None:
+        self.code = code
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.code.source.strip()!r}>"
+
+
+class Cond(_Expr):
+    """A ``cond``: the expression's truth (a raising condition is false, with error.execution: 5.9)."""
+
+    def __call__(self, model: Datamodel, event: Event) -> bool:
+        return bool(evaluate(self.code, model, event))
+
+
+class Value(_Expr):
+    """An ``expr`` whose value is data (``<log>``, ``<content>``, ``<param>``)."""
+
+    def __call__(self, model: Datamodel, event: Event) -> Any:
+        return evaluate(self.code, model, event)
+
+
+class LogValue(_Expr):
+    """A ``<log expr=…>``: its value as JSON data, or its text when it is not JSON (an ``_event``…)."""
+
+    def __call__(self, model: Datamodel, event: Event) -> JsonValue:
+        value = evaluate(self.code, model, event)
+        if isinstance(value, EventView):
+            value = attrs.asdict(value)
+        try:
+            return check_json(value)
+        except TypeError:
+            return repr(value)
+
+
+class Text(_Expr):
+    """An ``eventexpr``, ``targetexpr``, ``typeexpr`` or ``sendidexpr``: it must give a string."""
+
+    def __call__(self, model: Datamodel, event: Event) -> str:
+        value = evaluate(self.code, model, event)
+        if not isinstance(value, str):
+            raise TypeError(f"{self.code.where}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+
+
+class Delay(_Expr):
+    """A ``delayexpr``: a CSS2 time string or a number of seconds."""
+
+    def __call__(self, model: Datamodel, event: Event) -> float:
+        return parse_delay(evaluate(self.code, model, event))
+
+
+class Items(_Expr):
+    """A ``<foreach array=…>``: the collection, which must be a list or a mapping (4.6)."""
+
+    def __call__(self, model: Datamodel, event: Event) -> Any:
+        value = evaluate(self.code, model, event)
+        if not isinstance(value, list | dict | tuple):
+            raise TypeError(
+                f"{self.code.where}: foreach array must be a list (or a dict), got {type(value).__name__}"
+            )
+        return value
+
+
+@attrs.frozen
+class AssignExpr:
+    """``<assign location=… expr=…>`` (5.4)."""
+
+    location: str
+    value: Callable[[Datamodel, Event], Any]
+    where: str
+
+    def __call__(self, model: Datamodel, event: Event) -> Datamodel:
+        return assign(model, self.location, self.value(model, event), self.where)
+
+
+@attrs.frozen
+class Script:
+    """``<script>`` (4.8)."""
+
+    code: Code
+
+    def __call__(self, model: Datamodel, event: Event) -> Datamodel:
+        return run_script(self.code, model, event)
+
+
+@attrs.frozen
+class DataInit:
+    """The initial value of one ``<data>`` (5.3): its expression, inline content or file."""
+
+    id: str
+    value: Callable[[Datamodel, Event], Any] | None
+    where: str
+
+    def __call__(self, model: Datamodel, event: Event) -> Datamodel:
+        if preset(model, self.id):
+            return model
+        if self.value is None:
+            return model
+        # 5.3: a failing initial value leaves the variable declared and unassigned (error.execution)
+        return assign(model, self.id, self.value(model, event), self.where)
+
+
+@attrs.frozen
+class Bound:
+    """Marks a state's late-bound data as assigned (first entry only, 5.3)."""
+
+    state: str
+
+    def __call__(self, model: Datamodel, event: Event) -> Datamodel:
+        return attrs.evolve(model, bound=[*model.bound, self.state])
+
+
+@attrs.frozen
+class Unbound:
+    """True until the state's late-bound data has been assigned."""
+
+    state: str
+
+    def __call__(self, model: Datamodel, event: Event) -> bool:
+        return self.state not in model.bound
+
+
+@attrs.frozen
+class IdLocation:
+    """Stores a generated send id at ``location`` (``idlocation``, 6.2.4)."""
+
+    location: str
+    where: str
+
+    def __call__(self, model: Datamodel, event: Event, send_id: str) -> Datamodel:
+        return assign(model, self.location, send_id, self.where)
+
+
+@attrs.frozen
+class Payload:
+    """A send's or done data's data: namelist and params as a dict, or the content's value (5.7, 6.2)."""
+
+    names: tuple[str, ...] = ()
+    params: tuple[tuple[str, Callable[[Datamodel, Event], Any]], ...] = ()
+    content: Callable[[Datamodel, Event], Any] | None = None
+    where: str = ""
+
+    def __call__(self, model: Datamodel, event: Event) -> JsonValue:
+        if self.content is not None:
+            return self.content(model, event)  # type: ignore[no-any-return]
+        data: dict[str, JsonValue] = {}
+        for name in self.names:
+            if name not in model.vars:
+                raise ExpressionError(f"{self.where}: namelist names {name!r}, which the datamodel lacks")
+            data[name] = model.vars[name]
+        for name, value in self.params:
+            data[name] = value(model, event)
+        return data
+
+
+@attrs.frozen
+class Constant:
+    """Inline content: JSON text as its value, other text as a string (SCXML B.2 for JSON datamodels)."""
+
+    value: JsonValue
+
+    def __call__(self, model: Datamodel, event: Event) -> JsonValue:
+        return self.value
+
+
+def _bind(model: Datamodel, name: str, value: JsonValue) -> Datamodel:
+    """``<foreach item=… index=…>``: declare (if needed) and set the variable (4.6)."""
+    if not name.isidentifier() or name in SYSTEM_VARIABLES:
+        raise ExpressionError(f"foreach cannot bind {name!r}: it is not a legal variable name")
+    return attrs.evolve(model, vars={**model.vars, name: value})
+
+
+# --------------------------------------------------------------- loader
+
+
+class _Loader:
+    """Walks the document and builds the chart, collecting every problem before refusing it."""
+
+    def __init__(self, source: str, base: Folder) -> None:
+        self.source = source
+        self.base = base
+        self.problems: list[str] = []
+        self.data_ids: list[str] = []
+        self.setup: list[Action] = []
+        self.late = False
+        self.generated = 0
+        self.ids: set[str] = set()
+
+    def problem(self, node: Node, message: str) -> None:
+        self.problems.append(f"line {node.line}: <{node.tag}>: {message}")
+
+    def where(self, node: Node, what: str = "") -> str:
+        label = f"<{node.tag}{' ' + what if what else ''}>"
+        return f"{self.source}:{node.line} {label}"
+
+    def code(self, node: Node, attribute: str, mode: str = "eval") -> Code:
+        return Code(node.attrs[attribute], self.where(node, attribute), mode)
+
+    def fresh_id(self, tag: str) -> str:
+        while True:
+            self.generated += 1
+            candidate = f"_{tag}{self.generated}"
+            if candidate not in self.ids:
+                return candidate
+
+    def read(self, node: Node, src: str) -> str | None:
+        text, problem = read_relative(self.base, src)
+        if problem is not None:
+            self.problem(node, problem)
+        return text
+
+    # ------------------------------------------------------------ document
+
+    def document(self, root: Node, name: str | None) -> Chart[Datamodel]:
+        datamodel = root.attrs.get("datamodel", "python")
+        if datamodel not in SUPPORTED_DATAMODELS:
+            raise ScxmlError(
+                self.source,
+                [
+                    f"line {root.line}: datamodel={datamodel!r} is not supported; this loader runs "
+                    "datamodel='python' (expressions and scripts in Python): rewrite the expressions "
+                    "in Python and set datamodel='python'"
+                ],
+            )
+        binding = root.attrs.get("binding", "early")
+        if binding not in ("early", "late"):
+            self.problem(root, f"binding={binding!r} must be 'early' or 'late'")
+        self.late = binding == "late"
+        self.collect_ids(root)
+        for child in root.elements("datamodel"):
+            self.setup.extend(self.datamodel(child))
+        if not self.late:
+            for node in self.walk(root):
+                if node is not root and node.tag in ("state", "parallel", "final"):
+                    for child in node.elements("datamodel"):
+                        self.setup.extend(self.datamodel(child))
+        for child in root.elements("script"):
+            self.setup.append(Block(tuple(self.script(child))))
+        states = [self.state(child) for child in root.elements("state", "parallel", "final")]
+        for child in root.elements():
+            if child.tag not in ("state", "parallel", "final", "datamodel", "script"):
+                self.problem(
+                    child, "not allowed in <scxml>; use <state>, <parallel>, <final>, <datamodel>, <script>"
+                )
+        chart_name = name or root.attrs.get("name") or "scxml"
+        if self.problems:
+            raise ScxmlError(self.source, self.problems)
+        initial = root.attrs.get("initial")
+        try:
+            return Chart(
+                chart_name,
+                *states,
+                context=Datamodel,
+                initial=initial.split() if initial else None,
+                context_from_input=from_input(list(self.data_ids)),
+                setup=self.setup,
+                # SCXML allows states nothing enters (authors' scaffolding); the API's check is a lint
+                allow_unreachable=sorted(self.ids),
+                description=f"loaded from SCXML {self.source}",
+            )
+        except errors.ChartInvalid as error:
+            raise ScxmlError(self.source, [str(p) for p in error.exceptions]) from error
+
+    def walk(self, node: Node) -> list[Node]:
+        found = [node]
+        for child in node.elements():
+            found.extend(self.walk(child))
+        return found
+
+    def collect_ids(self, root: Node) -> None:
+        for node in self.walk(root):
+            if node.tag in ("state", "parallel", "final", "history") and "id" in node.attrs:
+                self.ids.add(node.attrs["id"])
+            if node.tag == "data" and node.attrs.get("id", "") not in ("", *self.data_ids):
+                self.data_ids.append(node.attrs["id"])
+
+    # ---------------------------------------------------------------- data
+
+    def datamodel(self, node: Node) -> list[Action]:
+        blocks: list[Action] = []
+        for data in node.elements():
+            if data.tag != "data":
+                self.problem(data, "only <data> is allowed in <datamodel>")
+                continue
+            init = self.data(data)
+            if init is not None:
+                blocks.append(Block((Assign(init, f"data {init.id}"),)))
+        return blocks
+
+    def data(self, node: Node) -> DataInit | None:
+        data_id = node.attrs.get("id")
+        if not data_id:
+            self.problem(node, "needs an id")
+            return None
+        if not data_id.isidentifier() or data_id in SYSTEM_VARIABLES or data_id == "In":
+            self.problem(node, f"id={data_id!r} must be a Python identifier that is not a system variable")
+            return None
+        sources = [key for key in ("expr", "src") if key in node.attrs] + (
+            ["content"] if node.text.strip() else []
+        )
+        if len(sources) > 1:
+            self.problem(node, f"give at most one of expr, src and content, not {' and '.join(sources)}")
+            return None
+        value: Callable[[Datamodel, Event], Any] | None = None
+        if "expr" in node.attrs:
+            value = Value(self.code(node, "expr"), "expr")
+        elif "src" in node.attrs:
+            text = self.read(node, node.attrs["src"])
+            value = None if text is None else _content(text)
+        elif node.text.strip():
+            value = _content(node.text)
+        return DataInit(data_id, value, self.where(node, data_id))
+
+    # -------------------------------------------------------------- states
+
+    def state(self, node: Node) -> StateNode[Datamodel]:
+        state_id = node.attrs.get("id") or self.fresh_id(node.tag)
+        self.ids.add(state_id)
+        entry = self.handlers(node, "onentry")
+        exit_ = self.handlers(node, "onexit")
+        if self.late and node.elements("datamodel"):
+            inits: list[Action] = []
+            for child in node.elements("datamodel"):
+                inits.extend(self.datamodel(child))
+            inits.append(Assign(Bound(state_id), f"bind {state_id}"))
+            entry = (If((Branch(Unbound(state_id), tuple(inits)),)), *entry)
+        transitions = tuple(self.transition(t) for t in node.elements("transition"))
+        sites: tuple[Any, ...] = ()
+        if node.elements("invoke"):
+            for invoke in node.elements("invoke"):
+                self.problem(invoke, "<invoke> is not supported by the loader yet; invoke charts from Python")
+        if node.tag == "final":
+            for child in node.elements():
+                if child.tag not in ("onentry", "onexit", "donedata"):
+                    self.problem(child, "not allowed in <final>; use <onentry>, <onexit>, <donedata>")
+            done = node.elements("donedata")
+            done_data = self.payload(done[0]) if done else None
+            return StateNode(state_id, StateKind.FINAL, entry=entry, exit=exit_, done_data=done_data)
+        children = [self.state(c) for c in node.elements("state", "parallel", "final")]
+        children.extend(self.history(c) for c in node.elements("history"))
+        allowed = {
+            "onentry",
+            "onexit",
+            "transition",
+            "invoke",
+            "datamodel",
+            "state",
+            "parallel",
+            "final",
+            "history",
+        }
+        if node.tag == "state":
+            allowed.add("initial")
+        for child in node.elements():
+            if child.tag not in allowed:
+                self.problem(child, f"not allowed in <{node.tag}>")
+        if node.tag == "parallel":
+            return StateNode(
+                state_id, StateKind.PARALLEL, tuple(children), (), transitions, entry, exit_, sites
+            )
+        initial: tuple[str, ...] = tuple(node.attrs.get("initial", "").split())
+        initial_actions: tuple[Action, ...] = ()
+        for element in node.elements("initial"):
+            if initial:
+                self.problem(element, "a state takes an initial attribute or an <initial> element, not both")
+            targets = element.elements("transition")
+            if len(targets) != 1 or not targets[0].attrs.get("target"):
+                self.problem(element, "needs exactly one <transition target=...> (SCXML 3.6)")
+                continue
+            initial = tuple(targets[0].attrs["target"].split())
+            initial_actions = self.content(targets[0])
+        kind = StateKind.COMPOUND if children else StateKind.ATOMIC
+        if initial and kind is StateKind.ATOMIC:
+            self.problem(node, "an atomic state has no initial state")
+        return StateNode(
+            state_id,
+            kind,
+            tuple(children),
+            initial,
+            transitions,
+            entry,
+            exit_,
+            sites,
+            initial_actions=initial_actions,
+        )
+
+    def history(self, node: Node) -> StateNode[Datamodel]:
+        state_id = node.attrs.get("id") or self.fresh_id("history")
+        kind = node.attrs.get("type", "shallow")
+        if kind not in ("shallow", "deep"):
+            self.problem(node, f"type={kind!r} must be 'shallow' or 'deep'")
+        transitions = node.elements("transition")
+        default: Transition[Datamodel] = Transition((), ())
+        if len(transitions) > 1:
+            self.problem(node, "takes at most one <transition> (its default, SCXML 3.10)")
+        elif transitions:
+            t = transitions[0]
+            default = Transition((), tuple(t.attrs.get("target", "").split()), None, self.content(t))
+        return StateNode(state_id, StateKind.HISTORY, transitions=(default,), deep=kind == "deep")
+
+    def handlers(self, node: Node, tag: str) -> tuple[Action, ...]:
+        blocks = [self.content(handler) for handler in node.elements(tag)]
+        if len(blocks) == 1:
+            return blocks[0]
+        return tuple(Block(block) for block in blocks)
+
+    def transition(self, node: Node) -> Transition[Datamodel]:
+        events = tuple(node.attrs.get("event", "").split())
+        targets = tuple(node.attrs.get("target", "").split())
+        kind = node.attrs.get("type", "external")
+        if kind not in ("external", "internal"):
+            self.problem(node, f"type={kind!r} must be 'external' or 'internal'")
+        guard = Cond(self.code(node, "cond"), "cond") if "cond" in node.attrs else None
+        if "event" in node.attrs and not events:
+            self.problem(node, "event='' names no event; leave the attribute out for an eventless transition")
+        return Transition(events, targets, guard, self.content(node), kind == "internal")
+
+    # ------------------------------------------------ executable content
+
+    def content(self, node: Node) -> tuple[Action, ...]:
+        actions: list[Action] = []
+        for child in node.elements():
+            action = self.action(child)
+            if action is not None:
+                actions.append(action)
+        return tuple(actions)
+
+    def action(self, node: Node) -> Action | None:
+        tag = node.tag
+        if tag == "raise":
+            event = node.attrs.get("event")
+            if not event:
+                self.problem(node, "needs event=")
+                return None
+            return Raise(event)
+        if tag == "log":
+            label = node.attrs.get("label", "")
+            return Log(label, LogValue(self.code(node, "expr"), "expr") if "expr" in node.attrs else None)
+        if tag == "assign":
+            return self.assign(node)
+        if tag == "script":
+            return Block(tuple(self.script(node))) if node.attrs.get("src") else self.script_action(node)
+        if tag == "if":
+            return self.if_(node)
+        if tag == "foreach":
+            return self.foreach(node)
+        if tag == "send":
+            return self.send(node)
+        if tag == "cancel":
+            return self.cancel(node)
+        self.problem(node, "is not executable content (SCXML 4)")
+        return None
+
+    def script_action(self, node: Node) -> Action | None:
+        actions = self.script(node)
+        return actions[0] if actions else None
+
+    def script(self, node: Node) -> list[Action]:
+        if "src" in node.attrs:
+            if node.text.strip():
+                self.problem(node, "takes src= or inline code, not both")
+            text = self.read(node, node.attrs["src"])
+            if text is None:
+                return []
+        else:
+            text = node.text
+        return [Assign(Script(Code(text, self.where(node), "exec")), "script")]
+
+    def assign(self, node: Node) -> Action | None:
+        location = node.attrs.get("location")
+        if not location:
+            self.problem(node, "needs location=")
+            return None
+        if "expr" in node.attrs and node.text.strip():
+            self.problem(node, "takes expr= or content, not both")
+            return None
+        value: Callable[[Datamodel, Event], Any]
+        if "expr" in node.attrs:
+            value = Value(self.code(node, "expr"), "expr")
+        elif node.text.strip():
+            value = _content(node.text)
+        else:
+            value = Constant(None)
+        return Assign(AssignExpr(location, value, self.where(node, location)), f"assign {location}")
+
+    def if_(self, node: Node) -> Action | None:
+        if "cond" not in node.attrs:
+            self.problem(node, "needs cond=")
+            return None
+        branches: list[Branch[Datamodel]] = []
+        guard: Cond | None = Cond(self.code(node, "cond"), "cond")
+        actions: list[Action] = []
+        seen_else = False
+        for child in node.elements():
+            if child.tag in ("elseif", "else"):
+                branches.append(Branch(guard, tuple(actions)))
+                actions = []
+                if seen_else:
+                    self.problem(child, "nothing may follow <else> in an <if>")
+                if child.tag == "else":
+                    seen_else = True
+                    guard = None
+                elif "cond" not in child.attrs:
+                    self.problem(child, "needs cond=")
+                    guard = None
+                else:
+                    guard = Cond(self.code(child, "cond"), "cond")
+                continue
+            action = self.action(child)
+            if action is not None:
+                actions.append(action)
+        branches.append(Branch(guard, tuple(actions)))
+        return If(tuple(branches))
+
+    def foreach(self, node: Node) -> Action | None:
+        array, item = node.attrs.get("array"), node.attrs.get("item")
+        if not array or not item:
+            self.problem(node, "needs array= and item=")
+            return None
+        return ForEach(
+            Items(self.code(node, "array"), "array"), item, self.content(node), node.attrs.get("index"), _bind
+        )
+
+    def send(self, node: Node) -> Action | None:
+        a = node.attrs
+        for first, second in (
+            ("event", "eventexpr"),
+            ("target", "targetexpr"),
+            ("type", "typeexpr"),
+            ("id", "idlocation"),
+            ("delay", "delayexpr"),
+        ):
+            if first in a and second in a:
+                self.problem(node, f"takes {first}= or {second}=, not both (SCXML 6.2)")
+        event: Any = Text(self.code(node, "eventexpr"), "eventexpr") if "eventexpr" in a else a.get("event")
+        target: Any = (
+            Text(self.code(node, "targetexpr"), "targetexpr") if "targetexpr" in a else a.get("target")
+        )
+        kind: Any = Text(self.code(node, "typeexpr"), "typeexpr") if "typeexpr" in a else a.get("type")
+        delay: Any = 0.0
+        if "delayexpr" in a:
+            delay = Delay(self.code(node, "delayexpr"), "delayexpr")
+        elif "delay" in a:
+            try:
+                delay = parse_delay(a["delay"])
+            except ValueError as error:
+                self.problem(node, str(error))
+        if target == "#_internal" and delay:
+            self.problem(node, "a send to #_internal cannot be delayed (SCXML 6.2.4)")
+        if event is None and not node.elements("content"):
+            self.problem(node, "needs event=, eventexpr= or <content> (SCXML 6.2)")
+        id_location = (
+            IdLocation(a["idlocation"], self.where(node, "idlocation")) if "idlocation" in a else None
+        )
+        data = self.payload(node)
+        return Send(event, data, delay, a.get("id"), target, kind, id_location)
+
+    def payload(self, node: Node) -> Payload | None:
+        names = tuple(node.attrs.get("namelist", "").split())
+        params: list[tuple[str, Callable[[Datamodel, Event], Any]]] = []
+        for param in node.elements("param"):
+            name = param.attrs.get("name")
+            if not name:
+                self.problem(param, "needs name=")
+                continue
+            if ("expr" in param.attrs) == ("location" in param.attrs):
+                self.problem(param, "takes exactly one of expr= and location=")
+                continue
+            source = param.attrs.get("expr") or param.attrs["location"]
+            code = Code(source, self.where(param, name), "eval")
+            params.append((name, Value(code, "expr" if "expr" in param.attrs else "location")))
+        contents = node.elements("content")
+        content: Callable[[Datamodel, Event], Any] | None = None
+        if len(contents) > 1:
+            self.problem(contents[1], "at most one <content> is allowed")
+        if contents:
+            if names or params:
+                self.problem(
+                    contents[0], "<content> cannot be combined with namelist= or <param> (SCXML 5.6)"
+                )
+            element = contents[0]
+            if "expr" in element.attrs:
+                if element.text.strip():
+                    self.problem(element, "takes expr= or inline content, not both")
+                content = Value(self.code(element, "expr"), "expr")
+            else:
+                content = _content(element.text)
+        for child in node.elements():
+            if child.tag not in ("param", "content"):
+                self.problem(child, f"not allowed in <{node.tag}>")
+        if not names and not params and content is None:
+            return None
+        return Payload(names, tuple(params), content, self.where(node))
+
+    def cancel(self, node: Node) -> Action | None:
+        if ("sendid" in node.attrs) == ("sendidexpr" in node.attrs):
+            self.problem(node, "takes exactly one of sendid= and sendidexpr= (SCXML 6.3)")
+            return None
+        if "sendid" in node.attrs:
+            return Cancel(node.attrs["sendid"])
+        return Cancel(Text(self.code(node, "sendidexpr"), "sendidexpr"))
+
+
+def _content(text: str) -> Constant:
+    """Inline content: its JSON value if it parses as JSON, else the text (whitespace-normalised)."""
+    stripped = text.strip()
+    try:
+        return Constant(json.loads(stripped))
+    except ValueError:
+        return Constant(" ".join(stripped.split()))
+
+
+def load(source: Source, *, name: str | None = None, base: Source | None = None) -> Chart[Datamodel]:
+    """Load an SCXML document (a path, or the document's text) as a chart with the Python datamodel.
+
+    ``name`` names the chart (default: the document's ``name`` attribute,
+    else the file's stem, else ``"scxml"``). The document is code: its
+    expressions and scripts run as Python with the interpreter's rights, so
+    load only documents you trust. Raises :class:`ScxmlError` listing every
+    problem with its line. ``base`` is the folder relative ``src``
+    attributes are read from (default: the document's folder; a document
+    given as text has none unless ``base`` is given).
+    """
+    document = read_document(source, base)
+    if document.text is None:
+        raise ScxmlError(document.label, [document.error or "cannot read the document"])
+    root = parse(document.text, document.label)
+    fallback = root.attrs.get("name") or (_stable(document.stem) if document.stem else "scxml")
+    return _Loader(document.label, document.folder).document(root, name or fallback)
+
+
+def _stable(stem: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", stem).strip("._-")
+    return cleaned or "scxml"
