@@ -350,10 +350,15 @@ class Engine(Application[UUID]):
                 log.warning("could not snapshot %s: %s", aggregate_id, error)
 
     def register(self, chart: Chart[Any]) -> None:
-        """Register a chart under its name."""
+        """Register a chart under its name, with the companion charts it invokes (``Chart.companions``)."""
         self.registry.add(chart)
-        self.charts[chart.name] = chart
-        self._codecs[chart.name] = SnapshotCodec(chart)
+        for registered in (chart, *chart.companions):
+            if self.charts.get(registered.name) is registered:
+                continue
+            self.charts[registered.name] = registered
+            self._codecs[registered.name] = SnapshotCodec(registered)
+            if registered is not chart:
+                self.register(registered)
 
     def _record_chart_versions(self) -> None:
         """Store each registered chart's shape once, so later versions can be compared with it."""

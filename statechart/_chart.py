@@ -124,6 +124,10 @@ class Chart(Generic[C]):
     ``<script>`` (5.2.2, 5.8). An error in it raises ``error.execution``,
     processed once the initial configuration is entered.
 
+    ``companions`` are charts defined with this one that its sites invoke
+    (the documents an SCXML document invokes): a registry, and so an
+    engine, that adds this chart adds them too.
+
     ``allow_unreachable`` names states (with their descendants) that no
     transition enters yet and that validation should accept, such as
     placeholders in a chart under construction.
@@ -140,6 +144,7 @@ class Chart(Generic[C]):
         description: str = "",
         allow_unreachable: Sequence[str] = (),
         setup: Sequence[ActionLike[NoContext]] = (),
+        companions: Sequence[Chart[Any]] = (),
     ) -> None: ...
 
     @overload
@@ -154,6 +159,7 @@ class Chart(Generic[C]):
         description: str = "",
         allow_unreachable: Sequence[str] = (),
         setup: Sequence[ActionLike[C]] = (),
+        companions: Sequence[Chart[Any]] = (),
     ) -> None: ...
 
     def __init__(
@@ -167,9 +173,11 @@ class Chart(Generic[C]):
         description: str = "",
         allow_unreachable: Sequence[str] = (),
         setup: Sequence[ActionLike[Any]] = (),
+        companions: Sequence[Chart[Any]] = (),
     ) -> None:
         self.name = name
         self.setup: tuple[Action, ...] = _actions(setup)
+        self.companions: tuple[Chart[Any], ...] = tuple(companions)
         self.context_type: type[C] = context  # type: ignore[assignment]
         self.roots = tuple(states)
         self.initial_ids = _targets(initial)
@@ -254,6 +262,9 @@ class Chart(Generic[C]):
                 self.site_state[site.id] = i
                 self.site_by_id[site.id] = site
         self.site_states: tuple[int, ...] = tuple(i for i in range(count) if self.sites[i])
+        self.autoforward_states: tuple[int, ...] = tuple(
+            i for i in self.site_states if any(site.autoforward for site in self.sites[i])
+        )
 
         initial: list[tuple[int, ...]] = [() for _ in range(count)]
         root_initial = self.initial_ids or (self.ids[self.children[ROOT][0]],)

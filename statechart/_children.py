@@ -256,6 +256,23 @@ def send_to_children(run: Run, site_id: str, key: str | None, event: Event) -> N
         run.effects.append(SendToChild(slot.invoke_id, event))
 
 
+def autoforward(run: Run, event: Event) -> None:
+    """SCXML 6.4: send a copy of an external event to the running children of autoforward sites.
+
+    The events a site's own children sent are not sent back to them.
+    """
+    chart = run.chart
+    for state in chart.autoforward_states:
+        if state not in run.config:
+            continue
+        for site in chart.sites[state]:
+            if not site.autoforward or (event.invoke_id is not None and event.invoke_id.site == site.id):
+                continue
+            for slot in list(run.slots.values()):
+                if slot.site == site.id and slot.status is SlotStatus.RUNNING:
+                    run.effects.append(SendToChild(slot.invoke_id, event))
+
+
 def _reject(run: Run, event: Event, reason: str) -> Verdict:
     run.effects.append(RejectedEvent(event, reason))
     return Verdict.REJECTED
@@ -333,6 +350,10 @@ def absorb_child_event(run: Run, event: Event) -> Verdict:
         return Verdict.ABSORBED
     if slot.status is not SlotStatus.RUNNING:
         return _reject(run, event, f"slot {invoke_id} is {slot.status.value}, not running")
+    final_error = name == f"error.invoke.{site.id}" and slot.attempt >= site.retry.max_attempts
+    if site.finalize and (final_error or not name.startswith("error.invoke.")):
+        # SCXML 6.5: before the event is processed; a retried failure is not the child's last word
+        run.execute(slot.state, site.finalize)
     if name == f"done.invoke.{site.id}":
         if site.output is not None:
             try:

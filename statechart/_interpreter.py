@@ -22,6 +22,7 @@ from statechart._chart import ROOT, Chart, CompiledTransition
 from statechart._children import (
     Verdict,
     absorb_child_event,
+    autoforward,
     cancel_state_children,
     reconcile_sites,
     send_to_children,
@@ -832,6 +833,8 @@ class Run:
                 if verdict is Verdict.REJECTED:
                     self.rejected = True
                     return
+            if chart.autoforward_states and event.kind is EventKind.EXTERNAL:
+                autoforward(self, event)
             if verdict is Verdict.DELIVER:
                 enabled = self.select(chart.matching(event.name))
                 if enabled:

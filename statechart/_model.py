@@ -483,6 +483,8 @@ class Site(Generic[C]):
     retry: RetryPolicy = RetryPolicy()
     group: str | None = None
     max_depth: int | None = None
+    finalize: tuple[Action[C], ...] = ()
+    autoforward: bool = False
 
 
 def invoke(
@@ -496,6 +498,8 @@ def invoke(
     retry: RetryPolicy | None = None,
     group: str | None = None,
     max_depth: int | None = None,
+    finalize: Sequence[ActionLike[T]] = (),
+    autoforward: bool = False,
 ) -> Site[T]:
     """A child site on a state.
 
@@ -504,8 +508,26 @@ def invoke(
     ``done.invoke.<id>`` event of each child back into the context before the
     chart sees it. A fan-out site raises ``done.invoke.<id>`` once, when every
     member has finished, with ``{key: output}`` as data.
+
+    ``finalize`` runs on every event a child of the site sends (its messages,
+    its done or final error event), before the chart selects transitions on
+    it (SCXML ``<finalize>``, 6.5). With ``autoforward`` every external event
+    the instance processes is also sent to the site's running children (6.4),
+    except the events those children sent.
     """
-    return Site(id, chart, task, input, map, output, retry or RetryPolicy(), group, max_depth)
+    return Site(
+        id,
+        chart,
+        task,
+        input,
+        map,
+        output,
+        retry or RetryPolicy(),
+        group,
+        max_depth,
+        _actions(finalize),
+        autoforward,
+    )
 
 
 # ----------------------------------------------------------------- states

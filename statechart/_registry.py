@@ -43,6 +43,9 @@ class Registry:
             )
         self._charts[chart.name] = chart
         link_children(chart, self)
+        for companion in chart.companions:
+            if self._charts.get(companion.name) is not companion:
+                self.add(companion)
 
     def add_task(self, name: str) -> None:
         """Declare a task name that sites may invoke."""

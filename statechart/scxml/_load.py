@@ -32,6 +32,7 @@ from statechart._model import (
     Log,
     Raise,
     Send,
+    Site,
     StateKind,
     StateNode,
     Transition,
@@ -49,6 +50,12 @@ from statechart.scxml._datamodel import (
     run_script,
 )
 from statechart.scxml._source import Folder, Source, read_document, read_relative
+
+INVOKE_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml")
+"""The ``<invoke type>`` values the loader accepts: SCXML documents (SCXML 6.4)."""
+
+_NO_EVENT = Event("")
+"""What an invoke's input sees as ``_event`` (``None``: it is not evaluated for an event)."""
 
 SCXML_NS = "http://www.w3.org/2005/07/scxml"
 """The SCXML namespace; elements in other namespaces are ignored (SCXML 3.2)."""
@@ -300,6 +307,23 @@ class Payload:
 
 
 @attrs.frozen
+class InvokeInput:
+    """A child's input (6.4): its namelist and params by name, after checking a ``typeexpr``."""
+
+    payload: Payload | None
+    kind: Text | None
+
+    def __call__(self, model: Datamodel) -> JsonValue:
+        if self.kind is not None:
+            kind = self.kind(model, _NO_EVENT)
+            if kind not in INVOKE_TYPES:
+                raise ValueError(f"invoke type {kind!r} is not supported; invoke SCXML documents ('scxml')")
+        if self.payload is None:
+            return None
+        return self.payload(model, _NO_EVENT)
+
+
+@attrs.frozen
 class Constant:
     """Inline content: JSON text as its value, other text as a string (SCXML B.2 for JSON datamodels)."""
 
@@ -322,9 +346,12 @@ def _bind(model: Datamodel, name: str, value: JsonValue) -> Datamodel:
 class _Loader:
     """Walks the document and builds the chart, collecting every problem before refusing it."""
 
-    def __init__(self, source: str, base: Folder) -> None:
+    def __init__(self, source: str, base: Folder, loading: tuple[str, ...] = ()) -> None:
         self.source = source
         self.base = base
+        self.loading = (*loading, source)
+        self.chart_name = "scxml"
+        self.companions: list[Chart[Any]] = []
         self.problems: list[str] = []
         self.data_ids: list[str] = []
         self.setup: list[Action] = []
@@ -358,6 +385,7 @@ class _Loader:
     # ------------------------------------------------------------ document
 
     def document(self, root: Node, name: str | None) -> Chart[Datamodel]:
+        self.chart_name = name or root.attrs.get("name") or "scxml"
         datamodel = root.attrs.get("datamodel", "python")
         if datamodel not in SUPPORTED_DATAMODELS:
             raise ScxmlError(
@@ -400,6 +428,7 @@ class _Loader:
                 initial=initial.split() if initial else None,
                 context_from_input=from_input(list(self.data_ids)),
                 setup=self.setup,
+                companions=self.companions,
                 # SCXML allows states nothing enters (authors' scaffolding); the API's check is a lint
                 allow_unreachable=sorted(self.ids),
                 description=f"loaded from SCXML {self.source}",
@@ -471,10 +500,13 @@ class _Loader:
             inits.append(Assign(Bound(state_id), f"bind {state_id}"))
             entry = (If((Branch(Unbound(state_id), tuple(inits)),)), *entry)
         transitions = tuple(self.transition(t) for t in node.elements("transition"))
-        sites: tuple[Any, ...] = ()
-        if node.elements("invoke"):
-            for invoke in node.elements("invoke"):
-                self.problem(invoke, "<invoke> is not supported by the loader yet; invoke charts from Python")
+        sites: list[Site[Datamodel]] = []
+        for element in node.elements("invoke"):
+            site, id_location = self.invoke(element, state_id, len(sites))
+            if site is not None:
+                sites.append(site)
+            if id_location is not None:
+                entry = (id_location, *entry)
         if node.tag == "final":
             for child in node.elements():
                 if child.tag not in ("onentry", "onexit", "donedata"):
@@ -502,7 +534,7 @@ class _Loader:
                 self.problem(child, f"not allowed in <{node.tag}>")
         if node.tag == "parallel":
             return StateNode(
-                state_id, StateKind.PARALLEL, tuple(children), (), transitions, entry, exit_, sites
+                state_id, StateKind.PARALLEL, tuple(children), (), transitions, entry, exit_, tuple(sites)
             )
         initial: tuple[str, ...] = tuple(node.attrs.get("initial", "").split())
         initial_actions: tuple[Action, ...] = ()
@@ -526,7 +558,7 @@ class _Loader:
             transitions,
             entry,
             exit_,
-            sites,
+            tuple(sites),
             initial_actions=initial_actions,
         )
 
@@ -543,6 +575,97 @@ class _Loader:
             t = transitions[0]
             default = Transition((), tuple(t.attrs.get("target", "").split()), None, self.content(t))
         return StateNode(state_id, StateKind.HISTORY, transitions=(default,), deep=kind == "deep")
+
+    def invoke(
+        self, node: Node, state_id: str, position: int
+    ) -> tuple[Site[Datamodel] | None, Action | None]:
+        """``<invoke>`` (6.4): a site whose child chart is the document ``src`` names or the inline one."""
+        a = node.attrs
+        for first, second in (("type", "typeexpr"), ("src", "srcexpr"), ("id", "idlocation")):
+            if first in a and second in a:
+                self.problem(node, f"takes {first}= or {second}=, not both (SCXML 6.4)")
+        if "type" in a and a["type"] not in INVOKE_TYPES:
+            self.problem(node, f"type={a['type']!r} is not supported; invoke SCXML documents (type='scxml')")
+        if "srcexpr" in a:
+            self.problem(
+                node,
+                "srcexpr= is not supported: the engine records which chart every child runs before it "
+                "starts, so name the document with src= (or inline it in <content>)",
+            )
+        site_id = a.get("id") or (f"{state_id}.invoke{position}" if position else f"{state_id}.invoke")
+        contents = node.elements("content")
+        child: Chart[Any] | None = None
+        if "src" in a:
+            if contents:
+                self.problem(node, "takes src= or <content>, not both (SCXML 6.4)")
+            child = self.child_document(node, a["src"])
+        elif contents:
+            inline = contents[0].elements("scxml")
+            if "expr" in contents[0].attrs or len(inline) != 1:
+                self.problem(
+                    contents[0], "must hold one inline <scxml> document (content expr= is not supported)"
+                )
+            else:
+                child = self.inline_document(inline[0], f"{self.chart_name}.{site_id}")
+        elif "srcexpr" not in a:
+            self.problem(node, "needs src= or an inline <content><scxml>...</scxml></content> (SCXML 6.4)")
+        finalize: tuple[Action, ...] = ()
+        for element in node.elements("finalize"):
+            finalize = self.content(element)
+        autoforward = a.get("autoforward", "false")
+        if autoforward not in ("true", "false"):
+            self.problem(node, f"autoforward={autoforward!r} must be 'true' or 'false'")
+        id_location: Action | None = None
+        if "idlocation" in a:
+            where = self.where(node, "idlocation")
+            id_location = Assign(
+                AssignExpr(a["idlocation"], Constant(site_id), where), f"idlocation {site_id}"
+            )
+        payload = self.payload(node, allow_content=False)
+        if child is None:
+            return None, id_location
+        kind = Text(self.code(node, "typeexpr"), "typeexpr") if "typeexpr" in a else None
+        site: Site[Datamodel] = Site(
+            site_id,
+            child.name,
+            None,
+            InvokeInput(payload, kind),
+            finalize=finalize,
+            autoforward=autoforward == "true",
+        )
+        return site, id_location
+
+    def child_document(self, node: Node, src: str) -> Chart[Any] | None:
+        text = self.read(node, src)
+        if text is None:
+            return None
+        label = src if self.base is None else str(self.base / src)
+        if label in self.loading:
+            self.problem(node, f"src={src!r} invokes a document that is already being loaded (a cycle)")
+            return None
+        try:
+            root = parse(text, label)
+            stem = src.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            folder = (self.base / src).parent if self.base is not None else None
+            chart = _Loader(label, folder, self.loading).document(
+                root, root.attrs.get("name") or _stable(stem)
+            )
+        except ScxmlError as error:
+            self.problems.extend(f"in {label} invoked at line {node.line}: {p}" for p in error.problems)
+            return None
+        self.companions.append(chart)
+        return chart
+
+    def inline_document(self, root: Node, name: str) -> Chart[Any] | None:
+        try:
+            chart = _Loader(self.source, self.base, self.loading).document(
+                root, root.attrs.get("name") or name
+            )
+        except ScxmlError as error:
+            self.problems.extend(error.problems)
+            return None
+        self.companions.append(chart)
+        return chart
 
     def handlers(self, node: Node, tag: str) -> tuple[Action, ...]:
         blocks = [self.content(handler) for handler in node.elements(tag)]
@@ -701,7 +824,7 @@ class _Loader:
         data = self.payload(node)
         return Send(event, data, delay, a.get("id"), target, kind, id_location)
 
-    def payload(self, node: Node) -> Payload | None:
+    def payload(self, node: Node, *, allow_content: bool = True) -> Payload | None:
         names = tuple(node.attrs.get("namelist", "").split())
         params: list[tuple[str, Callable[[Datamodel, Event], Any]]] = []
         for param in node.elements("param"):
@@ -715,7 +838,7 @@ class _Loader:
             source = param.attrs.get("expr") or param.attrs["location"]
             code = Code(source, self.where(param, name), "eval")
             params.append((name, Value(code, "expr" if "expr" in param.attrs else "location")))
-        contents = node.elements("content")
+        contents = node.elements("content") if allow_content else []
         content: Callable[[Datamodel, Event], Any] | None = None
         if len(contents) > 1:
             self.problem(contents[1], "at most one <content> is allowed")
@@ -732,7 +855,7 @@ class _Loader:
             else:
                 content = _content(element.text)
         for child in node.elements():
-            if child.tag not in ("param", "content"):
+            if child.tag not in ("param", "content", "finalize"):
                 self.problem(child, f"not allowed in <{node.tag}>")
         if not names and not params and content is None:
             return None

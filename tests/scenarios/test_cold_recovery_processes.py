@@ -42,10 +42,12 @@ def store_args(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[
         _execute(user, f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
-def worker(*args: str, timeout: float = 60.0) -> tuple[int, list[dict[str, Any]]]:
-    """Run the worker module in a fresh process; returns its exit code and JSON lines."""
+def worker(
+    *args: str, timeout: float = 60.0, module: str = "tests.scenarios.recovery_worker"
+) -> tuple[int, list[dict[str, Any]]]:
+    """Run a worker module in a fresh process; returns its exit code and JSON lines."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.scenarios.recovery_worker", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT_DIR,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
