@@ -437,9 +437,11 @@ class _Loader:
             raise ScxmlError(self.source, [str(p) for p in error.exceptions]) from error
 
     def walk(self, node: Node) -> list[Node]:
+        """The element and its descendants, leaving out inline documents (<content> is another chart)."""
         found = [node]
         for child in node.elements():
-            found.extend(self.walk(child))
+            if child.tag != "content":
+                found.extend(self.walk(child))
         return found
 
     def collect_ids(self, root: Node) -> None:
@@ -592,7 +594,8 @@ class _Loader:
                 "srcexpr= is not supported: the engine records which chart every child runs before it "
                 "starts, so name the document with src= (or inline it in <content>)",
             )
-        site_id = a.get("id") or (f"{state_id}.invoke{position}" if position else f"{state_id}.invoke")
+        token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
+        site_id = a.get("id") or (f"{token}-invoke{position}" if position else f"{token}-invoke")
         contents = node.elements("content")
         child: Chart[Any] | None = None
         if "src" in a:
