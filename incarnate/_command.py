@@ -16,7 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from incarnate.errors import EngineError
 from statechart import Chart, JsonValue
@@ -184,13 +184,26 @@ def _chart(value: object) -> Chart[object] | None:
     return value if isinstance(value, Chart) else None
 
 
+def load_scxml(path: str) -> Chart[Any]:
+    """The chart of the SCXML document at ``path`` (its invoked documents are its companions)."""
+    from statechart import scxml
+
+    try:
+        return scxml.load(path)
+    except scxml.ScxmlError as error:
+        raise CommandError(str(error)) from error
+
+
 def load_chart(path: str) -> Chart[object]:
-    """The chart named by ``path``, an import path ``package.module:attribute``.
+    """The chart named by ``path``, an import path ``package.module:attribute`` or an SCXML file.
 
     The attribute (which may be dotted) is a :class:`~statechart.Chart` or a
-    callable that takes no arguments and returns one. Every failure raises
+    callable that takes no arguments and returns one; a path ending in
+    ``.scxml`` is loaded as an SCXML document. Every failure raises
     :class:`CommandError` with a message naming the path and the fix.
     """
+    if path.endswith(".scxml"):
+        return load_scxml(path)
     return load_object(path, metavar="CHART", example="shop.charts:ORDER", expected="a Chart", accept=_chart)
 
 

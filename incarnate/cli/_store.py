@@ -27,7 +27,7 @@ from eventsourcing.persistence import PersistenceError
 
 from aggregates import Instance
 from aggregates.errors import DecodeError, InvalidCommand
-from incarnate._command import CommandError, CommandFailed, chart_problems, hide, load_object
+from incarnate._command import CommandError, CommandFailed, chart_problems, hide, load_object, load_scxml
 from incarnate._engine import Engine
 from incarnate._migration import parse_mapping
 from incarnate._runners import Runner
@@ -43,7 +43,8 @@ _ID_EXAMPLE = "0d3e0000-0000-4000-8000-00000000d3e0"
 
 CHARTS_HELP = (
     "import path of the charts the instances were started with: a list or tuple of Charts, a "
-    "Registry, one Chart, or a function that takes no arguments and returns one of those"
+    "Registry, one Chart, or a function that takes no arguments and returns one of those; or the "
+    "path of an SCXML document (*.scxml, with the documents it invokes)"
 )
 TASKS_HELP = (
     "import path of the task functions: a dict of task name to callable, or a function that "
@@ -59,7 +60,13 @@ DB_HELP = (
 
 
 def load_charts(path: str) -> list[Chart[Any]]:
-    """The charts named by ``path``: a list or tuple of Charts, a Registry, a Chart, or a maker of one."""
+    """The charts named by ``path``: a list or tuple of Charts, a Registry, a Chart, or a maker of one.
+
+    A path ending in ``.scxml`` is an SCXML document, loaded with the ones it invokes.
+    """
+    if path.endswith(".scxml"):
+        chart = load_scxml(path)
+        return [chart, *chart.companions]
 
     def accept(value: object) -> list[Chart[Any]] | None:
         if isinstance(value, Chart):

@@ -45,7 +45,8 @@ def diagram(chart: str, format_: str, output: str | None) -> int:
     """Draw a chart as a Mermaid or Graphviz DOT diagram.
 
     CHART is the import path 'package.module:attribute' of a Chart, or of a
-    function that takes no arguments and returns one.
+    function that takes no arguments and returns one, or the path of an
+    SCXML document (*.scxml).
     """
     text = _RENDERERS[format_](load_chart(chart))
     if output is None or output == "-":

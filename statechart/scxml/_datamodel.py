@@ -5,7 +5,9 @@ variable names to JSON values, stored with the snapshot like any context.
 Expressions (``cond``, ``expr``, ``eventexpr``…) are Python expressions and
 ``<script>`` is Python code, evaluated with the datamodel's variables as
 globals beside the system variables ``_event``, ``_sessionid``, ``_name``,
-``_ioprocessors`` and the predicate ``In(state_id)`` (SCXML 5.10, 5.9.1).
+``_ioprocessors`` and the predicate ``In(state_id)`` (SCXML 5.10, 5.9.1);
+``_event`` is bound from the first event on (before it, reading it raises
+``NameError``, so ``error.execution``).
 
 Every evaluation works on a copy: an expression that mutates a list it
 reads changes nothing until an ``<assign>`` or a ``<script>`` stores the
@@ -135,7 +137,9 @@ def namespace(model: Datamodel, event: Event | None) -> dict[str, Any]:
     location = f"#_scxml_{session}" if session is not None else None
     values: dict[str, Any] = copy.deepcopy(model.vars)
     values["__builtins__"] = builtins
-    values["_event"] = EventView.of(event)
+    view = EventView.of(event)
+    if view is not None:  # 5.10.1: _event is not bound until the first event is processed
+        values["_event"] = view
     values["_sessionid"] = session
     values["_name"] = scope.chart
     values["_ioprocessors"] = {
@@ -166,7 +170,7 @@ def _kept(model: Datamodel, values: Mapping[str, Any], where: str) -> dict[str, 
 def run_script(code: Code, model: Datamodel, event: Event | None) -> Datamodel:
     """Execute a ``<script>`` (SCXML 4.8): the datamodel with what it changed."""
     values = namespace(model, event)
-    system = {name: values[name] for name in SYSTEM_VARIABLES}
+    system = {name: values.get(name) for name in SYSTEM_VARIABLES}
     code.run(values)
     for name, before in system.items():
         if values.get(name) is not before:

@@ -60,8 +60,12 @@ _NO_EVENT = Event("")
 SCXML_NS = "http://www.w3.org/2005/07/scxml"
 """The SCXML namespace; elements in other namespaces are ignored (SCXML 3.2)."""
 
-SUPPORTED_DATAMODELS = ("python",)
-"""The ``datamodel`` attribute values :func:`load` accepts (absent means ``python``)."""
+SUPPORTED_DATAMODELS = ("python", "null")
+"""The ``datamodel`` attribute values :func:`load` accepts (absent means ``python``).
+
+``null`` (SCXML B.1) is run by the Python datamodel, whose ``In(state)``
+conditions mean the same; a null-datamodel document has no data to store.
+"""
 
 
 class ScxmlError(errors.IncarnateError, ValueError):

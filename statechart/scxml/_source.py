@@ -52,8 +52,8 @@ def read_document(source: Source, base: Source | None) -> Document:
 
 
 def read_relative(folder: Path | None, src: str) -> tuple[str | None, str | None]:
-    """The text of ``src`` (relative to ``folder``), or why it cannot be read."""
-    path = Path(src)
+    """The text of ``src`` (a path or a ``file:`` URI, relative to ``folder``), or why it cannot be read."""
+    path = Path(src.removeprefix("file://") if src.startswith("file://") else src.removeprefix("file:"))
     if not path.is_absolute():
         if folder is None:
             return None, f"src={src!r} is relative and the document has no folder; pass load(base=...)"

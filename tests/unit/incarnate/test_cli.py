@@ -277,3 +277,33 @@ def test_python_dash_m_engine_cli_runs_the_command_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("no instances in flight")
+
+
+EXAMPLE = ROOT / "docs" / "examples" / "scxml"
+
+
+def test_diagram_draws_an_scxml_document(capsys: pytest.CaptureFixture[str]) -> None:
+    """``incarnate diagram order.scxml`` loads the document and draws it."""
+    status, out, err = run(capsys, "diagram", str(EXAMPLE / "order.scxml"))
+    assert (status, err) == (0, "")
+    assert "paying" in out and "confirming" in out
+
+
+def test_an_invalid_scxml_document_is_one_line_per_problem(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A document the loader refuses exits 2 with each problem and its line."""
+    bad = tmp_path / "bad.scxml"
+    bad.write_text(
+        '<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="ecmascript"><state id="s"/></scxml>'
+    )
+    status, _, err = run(capsys, "diagram", str(bad))
+    assert status == 2
+    assert "datamodel='ecmascript' is not supported" in err
+
+
+def test_charts_options_accept_an_scxml_document_with_the_documents_it_invokes() -> None:
+    """``--charts order.scxml`` loads the order and the payment it invokes."""
+    from incarnate.cli._store import load_charts
+
+    assert [chart.name for chart in load_charts(str(EXAMPLE / "order.scxml"))] == ["order", "payment"]

@@ -273,9 +273,17 @@ def test_sessionid_name_ioprocessors_and_in() -> None:
 
 
 def test_event_is_unbound_before_the_first_event() -> None:
-    """_event is not bound until the first event is processed (5.10.1): it is None in setup content."""
-    _, snapshot, _ = begin(doc('<datamodel><data id="e" expr="_event is None"/></datamodel><state id="s"/>'))
-    assert snapshot.context["e"] is True
+    """_event is not bound until the first event is processed (5.10.1), then it stays bound."""
+    chart, snapshot, _ = begin(
+        doc(
+            '<datamodel><data id="e" expr="\'_event\' in globals()"/></datamodel><state id="s">'
+            '<transition event="go" target="t"/><onexit><assign location="e" expr="_event.name"/></onexit>'
+            '</state><state id="t"/>'
+        )
+    )
+    assert snapshot.context["e"] is False
+    snapshot, _ = send(chart, snapshot, "go")
+    assert snapshot.context["e"] == "go"
 
 
 # -------------------------------------------------------------- content
@@ -622,6 +630,26 @@ def test_a_bad_document_is_refused_naming_the_line_and_the_fix(text: str, messag
     with pytest.raises(ScxmlError) as raised:
         load(text)
     assert message in str(raised.value)
+
+
+def test_the_null_datamodel_runs_in_conditions() -> None:
+    """datamodel="null" documents run: their In() conditions mean the same in Python (B.1)."""
+    text = doc(
+        '<parallel id="p"><state id="r1"><state id="a"><transition event="go" cond="In(\'b\')" target="a2"/>'
+        '</state><state id="a2"/></state><state id="r2"><state id="b"/></state></parallel>'
+    )
+    chart = load(text.replace('datamodel="python"', 'datamodel="null"'))
+    snapshot, _ = start(chart, session=SESSION)
+    assert "a" in snapshot.configuration
+    snapshot, _ = send(chart, snapshot, "go")
+    assert "a2" in snapshot.configuration
+
+
+def test_src_may_be_a_file_uri(tmp_path: Path) -> None:
+    """src="file:child.scxml" names a file relative to the document, as the W3C tests write it (6.4)."""
+    (tmp_path / "child.scxml").write_text(CHILD)
+    chart = load(doc('<state id="s"><invoke id="kid" src="file:child.scxml"/></state>'), base=tmp_path)
+    assert [c.name for c in chart.companions] == ["child"]
 
 
 def test_a_missing_file_is_named() -> None:
