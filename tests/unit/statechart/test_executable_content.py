@@ -18,7 +18,10 @@ from statechart import (
     SendToChild,
     SendToParent,
     assign,
+    block,
     cancel,
+    child_message_event,
+    current,
     final,
     foreach,
     if_,
@@ -467,3 +470,79 @@ def test_raise_inside_initial_content_is_seen_after_the_macrostep_settles() -> N
     snapshot, _ = start(chart)
     assert snapshot.configuration == ("p", "done")
     assert EventKind.INTERNAL.value == "internal"
+
+
+# ------------------------------------------------ blocks, setup, scope, invoke
+
+
+def test_a_block_stops_alone_and_the_actions_after_it_run() -> None:
+    """Each block is executed on its own: an error stops that block only (4.9, 3.8 several <onentry>)."""
+    chart = Chart(
+        "blocks",
+        state("a", entry=[block([mark("1"), boom, mark("never")]), mark("2")]),
+        context=Ctx,
+    )
+    snapshot, effects = start(chart)
+    assert snapshot.context.trail == ("1", "2")
+    assert [e.action for e in effects if isinstance(e, ActionFailed)] == ["assign boom"]
+
+
+def test_setup_runs_once_before_the_initial_states_are_entered() -> None:
+    """Chart(setup=) is the top-level datamodel and script: run at start, before any entry (5.2.2, 5.8)."""
+    chart = Chart("setup", state("a", entry=[mark("entry a")]), context=Ctx, setup=[mark("setup")])
+    snapshot, _ = start(chart)
+    assert snapshot.context.trail == ("setup", "entry a")
+    snapshot, _ = step(chart, snapshot, Event("anything"))
+    assert snapshot.context.trail == ("setup", "entry a")
+
+
+def test_an_error_in_setup_raises_error_execution_after_the_initial_configuration() -> None:
+    """A failing setup action raises error.execution, processed once the initial states are entered (5.3)."""
+    chart = Chart(
+        "failing-setup",
+        state("a", on=[transition("error.execution", "b")]),
+        state("b"),
+        context=Ctx,
+        setup=[boom],
+    )
+    snapshot, _ = start(chart)
+    assert snapshot.configuration == ("b",)
+
+
+def test_current_exposes_the_session_the_chart_and_the_live_configuration() -> None:
+    """statechart.current(): _sessionid, _name and In() for Python callables (5.10, 5.9.1)."""
+    seen: list[object] = []
+
+    def look(c: Ctx, e: Event) -> None:
+        scope = current()
+        seen.append((scope.session, scope.chart, scope.active("p"), scope.active("a"), scope.configuration))
+
+    chart = Chart("scoped", state("p", state("a", entry=[assign(look)])), context=Ctx)
+    start(chart, session="sess-1")
+    # on a's entry, p (entered first) and a itself are already in the configuration
+    assert seen == [("sess-1", "scoped", True, True, ("p", "a"))]
+    with pytest.raises(LookupError, match="only available while"):
+        current()
+
+
+def test_finalize_runs_on_every_child_event_and_autoforward_forwards_external_events() -> None:
+    """invoke(finalize=) runs on each event from the child (6.5); autoforward=True forwards the rest (6.4)."""
+    chart = Chart(
+        "parent",
+        state(
+            "waiting",
+            invoke=[invoke("kid", chart="kid", finalize=[mark("finalize")], autoforward=True)],
+            on=[transition("note", "noted", guard=lambda c, e: c.trail == ("finalize",))],
+        ),
+        state("noted"),
+        context=Ctx,
+    )
+    snapshot, _ = start(chart)
+    slot = snapshot.children[0]
+    snapshot, effects = step(chart, snapshot, Event("outside", 1))
+    assert [(e.invoke_id.site, e.event.name) for e in effects if isinstance(e, SendToChild)] == [
+        ("kid", "outside")
+    ]
+    snapshot, effects = step(chart, snapshot, child_message_event(slot.invoke_id, "note"))
+    assert snapshot.configuration == ("noted",)
+    assert not [e for e in effects if isinstance(e, SendToChild)], "not sent back to the child it came from"
