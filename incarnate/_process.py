@@ -230,8 +230,8 @@ def _facts(
     ancestry = instance.record.ancestry
     if site.group is not None:
         ancestry = (*ancestry, AncestryFrame(site.group, ref))
-    kind = InstanceKind.CHART if site.chart is not None else InstanceKind.TASK
-    name = site.chart if site.chart is not None else site.task
+    kind = InstanceKind.CHART if effect.chart is not None else InstanceKind.TASK
+    name = effect.chart if effect.chart is not None else effect.task
     assert name is not None
     resumed = isinstance(effect, ResumeChild)
     return BirthFacts(

@@ -474,7 +474,7 @@ class Chart(Generic[C]):
             SiteShape(
                 site.id,
                 self.ids[self.site_state[site.id]],
-                site.chart,
+                site.chart if site.choose is None else "|".join(site.charts),
                 site.task,
                 site.members is not None,
                 site.group,

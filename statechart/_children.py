@@ -67,7 +67,7 @@ def _failed_slot(run: Run, state: int, site: Site, key: str, input: JsonValue) -
     run.put_slot(ChildSlot(site.id, key, 0, 0, SlotStatus.FAILED, run.chart.ids[state], input, run.steps))
 
 
-def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
+def birth(run: Run, state: int, site: Site, key: str, input: JsonValue, chart: str | None = None) -> None:
     """Decide a first incarnation for ``(site, key)``, or refuse it past ``max_depth``."""
     if site.group is not None and site.max_depth is not None:
         depth = run.lineage.count(site.group) + 1
@@ -93,7 +93,8 @@ def birth(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
     invoke_id = InvokeId(site.id, key, generation)
     state_id = run.chart.ids[state]
     run.put_slot(ChildSlot(site.id, key, generation, 1, SlotStatus.RUNNING, state_id, input, run.steps))
-    run.effects.append(BirthChild(invoke_id, site.chart, site.task, input, 1, _lineage(run, site), state_id))
+    child = chart if chart is not None else site.chart
+    run.effects.append(BirthChild(invoke_id, child, site.task, input, 1, _lineage(run, site), state_id))
 
 
 def _drop(run: Run, slot: ChildSlot) -> None:
@@ -130,8 +131,11 @@ def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None
         return None
 
 
-def check_child_input(run: Run, site: Site, value: JsonValue, key: str = "") -> None:
-    """Raise unless ``value`` is JSON and fits the context of the child chart ``site`` names."""
+def check_child_input(
+    run: Run, site: Site, value: JsonValue, key: str = "", *, chart: str | None = None
+) -> None:
+    """Raise unless ``value`` is JSON and fits the context of the child chart (``chart``, else the site's)."""
+    chart = chart if chart is not None else site.chart
     member = f" member {key!r}" if key else ""
     try:
         check_json(value, "input")
@@ -140,26 +144,40 @@ def check_child_input(run: Run, site: Site, value: JsonValue, key: str = "") -> 
             f"the input of site {site.id!r}{member} is not JSON data: {error}; return lists and "
             "dicts with str keys"
         ) from error
-    if site.chart is None:
+    if chart is None:
         return
-    child = _child_chart(run, site.chart)
+    child = _child_chart(run, chart)
     if child is not None:
         context_from_input(child, value)
 
 
-def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue]:
+def chart_of(run: Run, site: Site) -> str | None:
+    """The chart a birth of ``site`` runs: its ``chart``, or what ``choose`` picks (one of ``charts``)."""
+    if site.choose is None:
+        return site.chart
+    name = site.choose(run.context)
+    if name not in site.charts:
+        raise ValueError(
+            f"site {site.id!r} chose chart {name!r}, which is not one of the charts it may run "
+            f"({', '.join(site.charts)})"
+        )
+    return name
+
+
+def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue, str | None]:
     where = f"input of site {site.id}"
     try:
+        chart = chart_of(run, site)
         if callable(site.input):
             mapper: Callable[..., JsonValue] = site.input
             value = mapper(run.context)
         else:
             value = site.input
-        check_child_input(run, site, value)
+        check_child_input(run, site, value, chart=chart)
     except Exception as error:  # noqa: BLE001 - reported as error.execution
         run.fail(run.chart.ids[state], where, error)
-        return False, None
-    return True, value
+        return False, None, None
+    return True, value, chart
 
 
 def _member_inputs_fit(run: Run, state: int, site: Site, members: Mapping[str, JsonValue]) -> bool:
@@ -192,9 +210,9 @@ def reconcile_sites(run: Run) -> None:
         for site in chart.sites[state]:
             if site.members is None:
                 if (site.id, "") not in run.slots:
-                    ok, value = _input(run, state, site)
+                    ok, value, child = _input(run, state, site)
                     if ok:
-                        birth(run, state, site, "", value)
+                        birth(run, state, site, "", value, child)
                     else:
                         _failed_slot(run, state, site, "", None)
                 continue

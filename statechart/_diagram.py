@@ -121,7 +121,10 @@ def _label_parts(t: CompiledTransition, *, default: bool = False) -> tuple[str, 
 
 def _site(site: Site) -> tuple[str, str]:
     """What a site invokes (``packer invokes chart 'packer'``) and its options (``map, 3 attempts``)."""
-    what = f"chart '{site.chart}'" if site.chart is not None else f"task '{site.task}'"
+    if site.task is not None:
+        what = f"task '{site.task}'"
+    else:
+        what = "chart " + " or ".join(f"'{name}'" for name in site.chart_names)
     options: list[str] = []
     if site.members is not None:
         options.append("map")

@@ -471,7 +471,9 @@ class Site(Generic[C]):
     Exactly one of ``chart`` (a registered chart name) and ``task`` (a
     registered task name) is set. ``members`` turns the site into a fan-out:
     each key it returns is one child. ``group`` and ``max_depth`` declare a
-    recursive site.
+    recursive site. ``choose(context)`` instead of ``chart`` picks, at each
+    birth, which of the registered ``charts`` the child runs (SCXML
+    ``<invoke srcexpr>``): the birth records the chart it picked.
     """
 
     id: str
@@ -485,6 +487,15 @@ class Site(Generic[C]):
     max_depth: int | None = None
     finalize: tuple[Action[C], ...] = ()
     autoforward: bool = False
+    choose: Callable[[C], str] | None = None
+    charts: tuple[str, ...] = ()
+
+    @property
+    def chart_names(self) -> tuple[str, ...]:
+        """The charts this site may run: its ``chart``, or the ``charts`` that ``choose`` picks from."""
+        if self.chart is not None:
+            return (self.chart,)
+        return self.charts
 
 
 def invoke(
@@ -500,6 +511,8 @@ def invoke(
     max_depth: int | None = None,
     finalize: Sequence[ActionLike[T]] = (),
     autoforward: bool = False,
+    choose: Callable[[T], str] | None = None,
+    charts: Sequence[str] = (),
 ) -> Site[T]:
     """A child site on a state.
 
@@ -513,7 +526,9 @@ def invoke(
     its done or final error event), before the chart selects transitions on
     it (SCXML ``<finalize>``, 6.5). With ``autoforward`` every external event
     the instance processes is also sent to the site's running children (6.4),
-    except the events those children sent.
+    except the events those children sent. ``choose`` (with ``charts``, the
+    charts it may return) computes the child's chart at each birth instead
+    of ``chart``.
     """
     return Site(
         id,
@@ -527,6 +542,8 @@ def invoke(
         max_depth,
         _actions(finalize),
         autoforward,
+        choose,
+        tuple(charts),
     )
 
 

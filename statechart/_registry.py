@@ -84,15 +84,16 @@ class Registry:
         for chart in self._charts.values():
             for site, state in chart.child_charts():
                 where = f"site {site.id!r} on state {state!r}"
-                if site.chart is not None and site.chart not in self._charts:
-                    found.append(
-                        errors.UnregisteredChart(
-                            chart.name,
-                            where,
-                            f"child chart {site.chart!r} is not registered",
-                            f"register it (known charts: {sorted(self._charts)})",
+                for name in site.chart_names:
+                    if name not in self._charts:
+                        found.append(
+                            errors.UnregisteredChart(
+                                chart.name,
+                                where,
+                                f"child chart {name!r} is not registered",
+                                f"register it (known charts: {sorted(self._charts)})",
+                            )
                         )
-                    )
                 if site.task is not None and site.task not in self._tasks:
                     found.append(
                         errors.UnregisteredChart(
@@ -105,21 +106,20 @@ class Registry:
         cyclic = self._cyclic_charts()
         for chart in self._charts.values():
             for site, state in chart.child_charts():
-                if site.chart is None or site.chart not in self._charts:
-                    continue
-                recursive = cyclic.get(site.chart) is not None and cyclic.get(site.chart) == cyclic.get(
-                    chart.name
-                )
-                if recursive and (site.group is None or site.max_depth is None):
-                    found.append(
-                        errors.UnboundedRecursion(
-                            chart.name,
-                            f"site {site.id!r} on state {state!r}",
-                            f"it invokes {site.chart!r}, which leads back to {chart.name!r}, "
-                            "with no recursion bound",
-                            "declare invoke(..., group='<name>', max_depth=N)",
+                for name in site.chart_names:
+                    if name not in self._charts:
+                        continue
+                    recursive = cyclic.get(name) is not None and cyclic.get(name) == cyclic.get(chart.name)
+                    if recursive and (site.group is None or site.max_depth is None):
+                        found.append(
+                            errors.UnboundedRecursion(
+                                chart.name,
+                                f"site {site.id!r} on state {state!r}",
+                                f"it invokes {name!r}, which leads back to {chart.name!r}, "
+                                "with no recursion bound",
+                                "declare invoke(..., group='<name>', max_depth=N)",
+                            )
                         )
-                    )
         return found
 
     def validate(self) -> None:
@@ -131,9 +131,7 @@ class Registry:
     def _cyclic_charts(self) -> dict[str, int]:
         """Charts on a cycle, mapped to their strongly connected component (Tarjan)."""
         edges: dict[str, list[str]] = {
-            name: [
-                s.chart for s, _ in chart.child_charts() if s.chart is not None and s.chart in self._charts
-            ]
+            name: [child for s, _ in chart.child_charts() for child in s.chart_names if child in self._charts]
             for name, chart in self._charts.items()
         }
         index: dict[str, int] = {}

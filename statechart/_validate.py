@@ -453,12 +453,26 @@ class Validator:
                         errors.AmbiguousId, where, "the site id is used twice", "give each site its own id"
                     )
                 seen.add(site.id)
-                if (site.chart is None) == (site.task is None):
+                if sum(x is not None for x in (site.chart, site.task, site.choose)) != 1:
                     self.add(
                         errors.InvalidDefinition,
                         where,
-                        "a site needs exactly one of chart= and task=",
+                        "a site needs exactly one of chart=, task= and choose=",
                         "invoke(id, chart='name') for a child chart, or task='name' for a task",
+                    )
+                elif site.choose is not None and not site.charts:
+                    self.add(
+                        errors.InvalidDefinition,
+                        where,
+                        "choose= needs the charts it may return",
+                        "list them: invoke(id, choose=fn, charts=['a', 'b'])",
+                    )
+                elif site.choose is not None and (site.members is not None or site.retry.max_attempts > 1):
+                    self.add(
+                        errors.InvalidDefinition,
+                        where,
+                        "choose= picks the chart of one child, born once: it takes no map= and no retries",
+                        "name the chart with chart= to fan out or retry",
                     )
                 if site.retry.max_attempts < 1 or site.retry.backoff < 0 or site.retry.multiplier < 1:
                     self.add(

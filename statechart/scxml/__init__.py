@@ -7,6 +7,16 @@ trust.
 """
 
 from statechart.scxml._datamodel import Datamodel, EventView
+from statechart.scxml._dump import dump
 from statechart.scxml._load import SCXML_NS, SUPPORTED_DATAMODELS, ScxmlError, load, parse_delay
 
-__all__ = ["SCXML_NS", "SUPPORTED_DATAMODELS", "Datamodel", "EventView", "ScxmlError", "load", "parse_delay"]
+__all__ = [
+    "SCXML_NS",
+    "SUPPORTED_DATAMODELS",
+    "Datamodel",
+    "EventView",
+    "ScxmlError",
+    "dump",
+    "load",
+    "parse_delay",
+]

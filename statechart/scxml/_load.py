@@ -49,7 +49,15 @@ from statechart.scxml._datamodel import (
     preset,
     run_script,
 )
-from statechart.scxml._source import Folder, Source, read_document, read_relative
+from statechart.scxml._source import (
+    Folder,
+    Source,
+    canonical,
+    document_key,
+    read_document,
+    read_relative,
+    sibling_documents,
+)
 
 INVOKE_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml")
 """The ``<invoke type>`` values the loader accepts: SCXML documents (SCXML 6.4)."""
@@ -69,13 +77,13 @@ conditions mean the same; a null-datamodel document has no data to store.
 
 
 class ScxmlError(errors.IncarnateError, ValueError):
-    """An SCXML document that cannot be loaded: each problem names its line and the fix."""
+    """An SCXML document that cannot be loaded, or a chart that cannot be dumped: each problem and its fix."""
 
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
+    def __init__(self, source: str, problems: Sequence[str], *, doing: str = "load SCXML document") -> None:
         self.source = source
         self.problems = tuple(problems)
         listed = "\n".join(f"  - {problem}" for problem in problems)
-        super().__init__(f"cannot load SCXML document {source}: {len(problems)} problem(s)\n{listed}")
+        super().__init__(f"cannot {doing} {source}: {len(problems)} problem(s)\n{listed}")
 
 
 @attrs.define
@@ -328,6 +336,31 @@ class InvokeInput:
 
 
 @attrs.frozen
+class SrcChoice:
+    """``<invoke srcexpr>``: the chart of the document the expression names, among those loaded with it."""
+
+    code: Code
+    folder: str
+    charts: dict[str, str]
+    """Each loadable document beside the invoking one (normalised path) -> its chart's name."""
+    unloadable: dict[str, str]
+    """The documents beside it that did not load -> why."""
+
+    def __call__(self, model: Datamodel) -> str:
+        src = evaluate(self.code, model, None)
+        if not isinstance(src, str):
+            raise TypeError(f"{self.code.where}: srcexpr must give a path or file: URI, got {src!r}")
+        key = document_key(self.folder, src)
+        if key in self.charts:
+            return self.charts[key]
+        if key in self.unloadable:
+            raise ValueError(f"{self.code.where}: {src!r} did not load: {self.unloadable[key]}")
+        raise ValueError(
+            f"{self.code.where}: srcexpr gave {src!r}, which names no SCXML document in {self.folder}"
+        )
+
+
+@attrs.frozen
 class Constant:
     """Inline content: JSON text as its value, other text as a string (SCXML B.2 for JSON datamodels)."""
 
@@ -353,9 +386,10 @@ class _Loader:
     def __init__(self, source: str, base: Folder, loading: tuple[str, ...] = ()) -> None:
         self.source = source
         self.base = base
-        self.loading = (*loading, source)
+        self.loading = (*loading, canonical(source))
         self.chart_name = "scxml"
         self.companions: list[Chart[Any]] = []
+        self.by_path: dict[str, Chart[Any]] = {}
         self.problems: list[str] = []
         self.data_ids: list[str] = []
         self.setup: list[Action] = []
@@ -592,16 +626,11 @@ class _Loader:
                 self.problem(node, f"takes {first}= or {second}=, not both (SCXML 6.4)")
         if "type" in a and a["type"] not in INVOKE_TYPES:
             self.problem(node, f"type={a['type']!r} is not supported; invoke SCXML documents (type='scxml')")
-        if "srcexpr" in a:
-            self.problem(
-                node,
-                "srcexpr= is not supported: the engine records which chart every child runs before it "
-                "starts, so name the document with src= (or inline it in <content>)",
-            )
         token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
         site_id = a.get("id") or (f"{token}-invoke{position}" if position else f"{token}-invoke")
         contents = node.elements("content")
         child: Chart[Any] | None = None
+        choice: SrcChoice | None = None
         if "src" in a:
             if contents:
                 self.problem(node, "takes src= or <content>, not both (SCXML 6.4)")
@@ -614,8 +643,12 @@ class _Loader:
                 )
             else:
                 child = self.inline_document(inline[0], f"{self.chart_name}.{site_id}")
-        elif "srcexpr" not in a:
-            self.problem(node, "needs src= or an inline <content><scxml>...</scxml></content> (SCXML 6.4)")
+        elif "srcexpr" in a:
+            choice = self.src_choice(node)
+        else:
+            self.problem(
+                node, "needs src=, srcexpr= or an inline <content><scxml>...</scxml></content> (6.4)"
+            )
         finalize: tuple[Action, ...] = ()
         for element in node.elements("finalize"):
             finalize = self.content(element)
@@ -629,10 +662,22 @@ class _Loader:
                 AssignExpr(a["idlocation"], Constant(site_id), where), f"idlocation {site_id}"
             )
         payload = self.payload(node, allow_content=False)
+        kind = Text(self.code(node, "typeexpr"), "typeexpr") if "typeexpr" in a else None
+        if choice is not None:
+            site: Site[Datamodel] = Site(
+                site_id,
+                None,
+                None,
+                InvokeInput(payload, kind),
+                finalize=finalize,
+                autoforward=autoforward == "true",
+                choose=choice,
+                charts=tuple(sorted(set(choice.charts.values()))),
+            )
+            return site, id_location
         if child is None:
             return None, id_location
-        kind = Text(self.code(node, "typeexpr"), "typeexpr") if "typeexpr" in a else None
-        site: Site[Datamodel] = Site(
+        site = Site(
             site_id,
             child.name,
             None,
@@ -642,12 +687,56 @@ class _Loader:
         )
         return site, id_location
 
+    def src_choice(self, node: Node) -> SrcChoice | None:
+        """``srcexpr``: the documents beside this one are loaded with it, and the expression picks one (6.4).
+
+        The engine records which chart a child runs before the child is born,
+        so every document a ``srcexpr`` may name is loaded (and registered)
+        with the invoking document: the ``*.scxml`` files of its folder.
+        """
+        if self.base is None:
+            self.problem(
+                node, "srcexpr= needs the document's folder; load it from a file or pass load(base=...)"
+            )
+            return None
+        charts: dict[str, str] = {}
+        unloadable: dict[str, str] = {}
+        for path in sibling_documents(self.base):
+            if path in self.loading:
+                continue
+            known = self.by_path.get(path)
+            if known is not None:
+                charts[path] = known.name
+                continue
+            text, problem = read_relative(None, path)
+            if text is None:
+                unloadable[path] = problem or "cannot be read"
+                continue
+            try:
+                root = parse(text, path)
+                stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+                chart = _Loader(path, self.base, self.loading).document(
+                    root, root.attrs.get("name") or _stable(stem)
+                )
+            except ScxmlError as error:
+                unloadable[path] = "; ".join(error.problems)
+                continue
+            self.companions.append(chart)
+            self.by_path[path] = chart
+            charts[path] = chart.name
+        if not charts:
+            self.problem(
+                node, f"srcexpr= may only name SCXML documents beside this one, and {self.base} has none"
+            )
+            return None
+        return SrcChoice(self.code(node, "srcexpr"), str(self.base), charts, unloadable)
+
     def child_document(self, node: Node, src: str) -> Chart[Any] | None:
         text = self.read(node, src)
         if text is None:
             return None
         label = src if self.base is None else str(self.base / src)
-        if label in self.loading:
+        if canonical(label) in self.loading:
             self.problem(node, f"src={src!r} invokes a document that is already being loaded (a cycle)")
             return None
         try:
@@ -661,6 +750,9 @@ class _Loader:
             self.problems.extend(f"in {label} invoked at line {node.line}: {p}" for p in error.problems)
             return None
         self.companions.append(chart)
+        key = document_key(self.base, src)
+        if key is not None:
+            self.by_path[key] = chart
         return chart
 
     def inline_document(self, root: Node, name: str) -> Chart[Any] | None:
@@ -715,7 +807,7 @@ class _Loader:
         if tag == "assign":
             return self.assign(node)
         if tag == "script":
-            return Block(tuple(self.script(node))) if node.attrs.get("src") else self.script_action(node)
+            return self.script_action(node)
         if tag == "if":
             return self.if_(node)
         if tag == "foreach":

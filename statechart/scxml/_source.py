@@ -51,9 +51,19 @@ def read_document(source: Source, base: Source | None) -> Document:
     return Document(text, str(path), folder or path.parent, path.stem)
 
 
+def canonical(label: str) -> str:
+    """The real path of a document's label (``<text>`` stays itself), to recognise a document twice."""
+    return label if label.startswith("<") else os.path.realpath(label)
+
+
+def _path(src: str) -> Path:
+    """The path of a ``src``: a path, or a ``file:`` URI."""
+    return Path(src.removeprefix("file://") if src.startswith("file://") else src.removeprefix("file:"))
+
+
 def read_relative(folder: Path | None, src: str) -> tuple[str | None, str | None]:
     """The text of ``src`` (a path or a ``file:`` URI, relative to ``folder``), or why it cannot be read."""
-    path = Path(src.removeprefix("file://") if src.startswith("file://") else src.removeprefix("file:"))
+    path = _path(src)
     if not path.is_absolute():
         if folder is None:
             return None, f"src={src!r} is relative and the document has no folder; pass load(base=...)"
@@ -62,3 +72,23 @@ def read_relative(folder: Path | None, src: str) -> tuple[str | None, str | None
         return path.read_text(encoding="utf-8"), None
     except OSError as error:
         return None, f"cannot read src={src!r}: {error.strerror or error}"
+
+
+def document_key(folder: Folder | str, src: str) -> str | None:
+    """The normalised path ``src`` names (a ``file:`` URI or a path, relative to ``folder``)."""
+    path = _path(src)
+    if not path.is_absolute():
+        if folder is None:
+            return None
+        path = Path(folder) / path
+    return os.path.realpath(path)
+
+
+def sibling_documents(folder: Folder) -> list[str]:
+    """The SCXML documents (``*.scxml``) in ``folder``, sorted: the documents a ``srcexpr`` may name."""
+    if folder is None:
+        return []
+    try:
+        return sorted(os.path.realpath(p) for p in folder.glob("*.scxml") if p.is_file())
+    except OSError:
+        return []

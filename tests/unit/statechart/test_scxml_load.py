@@ -587,6 +587,39 @@ def test_autoforward_sends_external_events_to_the_child(tmp_path: Path) -> None:
     assert not [e for e in effects if isinstance(e, SendToChild)], "a child's own events are not echoed"
 
 
+def srcexpr_documents(tmp_path: Path) -> Chart[Datamodel]:
+    (tmp_path / "child.scxml").write_text(CHILD)
+    (tmp_path / "other.scxml").write_text(CHILD.replace('name="child"', 'name="other"'))
+    (tmp_path / "broken.scxml").write_text("<scxml")
+    (tmp_path / "parent.scxml").write_text(
+        doc(
+            '<datamodel><data id="src" expr="\'file:nowhere.scxml\'"/></datamodel>'
+            '<state id="s"><onentry><assign location="src" expr="\'file:other.scxml\'"/></onentry>'
+            '<invoke id="kid" srcexpr="src"/></state>'
+        )
+    )
+    return load(tmp_path / "parent.scxml")
+
+
+def test_srcexpr_picks_the_document_when_the_invoke_runs(tmp_path: Path) -> None:
+    """srcexpr is evaluated when the invocation starts, with the datamodel as it is then (6.4, W3C 216)."""
+    chart = srcexpr_documents(tmp_path)
+    assert sorted(c.name for c in chart.companions) == ["child", "other"], "the documents beside it"
+    _, effects = start(chart, session=SESSION)
+    assert [e.chart for e in effects if isinstance(e, BirthChild)] == ["other"]
+
+
+def test_srcexpr_naming_no_loadable_document_raises_error_execution(tmp_path: Path) -> None:
+    """A srcexpr naming no loadable document beside the invoker fails the invoke: error.execution (6.4)."""
+    srcexpr_documents(tmp_path)
+    text = (tmp_path / "parent.scxml").read_text().replace("other.scxml", "broken.scxml")
+    chart = load(text, base=tmp_path)
+    _, effects = start(chart, session=SESSION)
+    assert not [e for e in effects if isinstance(e, BirthChild)]
+    (failure,) = failures(list(effects))
+    assert "did not load" in failure.message
+
+
 def test_inline_content_documents_are_invoked_as_companion_charts() -> None:
     """<invoke> with an inline <content><scxml> document invokes it (6.4)."""
     chart = load(doc(f'<state id="s"><invoke id="kid"><content>{CHILD}</content></invoke></state>'))
@@ -613,7 +646,7 @@ def test_inline_content_documents_are_invoked_as_companion_charts() -> None:
         ),
         (doc("<state id='s'><onentry><raise/></onentry></state>"), "<raise>: needs event="),
         (doc("<state id='s'><invoke type='http' src='x.scxml'/></state>"), "type='http' is not supported"),
-        (doc("<state id='s'><invoke srcexpr='p'/></state>"), "srcexpr= is not supported"),
+        (doc("<state id='s'><invoke srcexpr='p'/></state>"), "srcexpr= needs the document's folder"),
         (
             doc("<state id='s'><onentry><send event='a' delay='1s' delayexpr='2'/></onentry></state>"),
             "not both",

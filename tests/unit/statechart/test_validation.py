@@ -239,7 +239,7 @@ def test_site_on_a_final_state_is_still_checked() -> None:
     found = problems(lambda: Chart("c", state("a", on=[transition("go", "f")]), bad_final))
     assert [p.problem for p in found] == [
         "a final state has transitions or child sites",
-        "a site needs exactly one of chart= and task=",
+        "a site needs exactly one of chart=, task= and choose=",
     ]
 
 
