@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 import pytest
 
+from incarnate import Engine, Storage
+from statechart.scxml import load
 from tests.scenarios.test_cold_recovery_processes import store_args  # noqa: F401 - the store fixture
 from tests.scenarios.test_cold_recovery_processes import worker as _worker
 
@@ -51,3 +54,46 @@ def test_scxml_order_recovers_the_same_incarnations(store_args: list[str], kill:
         assert recovered_lines[-1] == {"final": "done", "output": {"receipt": "R-42", "reminded": True}}
     else:
         assert recovered_lines[-1] == {"final": "never started"}
+
+
+PICKER = """
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" name="picker">
+  <datamodel><data id="which" expr="'file:slow.scxml'"/><data id="got"/></datamodel>
+  <state id="picking">
+    <onentry><assign location="which" expr="'file:fast.scxml'"/></onentry>
+    <invoke id="worker" srcexpr="which" autoforward="true">
+      <finalize><assign location="got" expr="_event.data"/></finalize>
+    </invoke>
+    <transition event="done.invoke.worker" target="done"/>
+  </state>
+  <final id="done"><donedata><content expr="got"/></donedata></final>
+</scxml>
+"""
+
+WORKER = """
+<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" name="{name}">
+  <state id="waiting"><transition event="go" target="end"/></state>
+  <final id="end"><donedata><content expr="'{name}'"/></donedata></final>
+</scxml>
+"""
+
+
+def test_a_srcexpr_child_is_recovered_with_the_chart_its_birth_picked(tmp_path: Path) -> None:
+    """srcexpr picks the child's document at invoke time; a fresh engine recovers that child exactly (6.4)."""
+    for name in ("fast", "slow"):
+        (tmp_path / f"{name}.scxml").write_text(WORKER.format(name=name))
+    (tmp_path / "picker.scxml").write_text(PICKER)
+    store = str(tmp_path / "store.db")
+    engine = Engine([load(tmp_path / "picker.scxml")], storage=Storage.sqlite(store))
+    handle = engine.start("picker")
+    engine.run_until_idle()
+    (child,) = [engine.instance(a.child_id) for a in engine.instance(handle.id).record.activations]
+    assert child.record.name == "fast"
+    engine.close()
+
+    engine = Engine([load(tmp_path / "picker.scxml")], storage=Storage.sqlite(store))
+    assert engine.resume_all() == 2  # the picker and its child
+    engine.send(handle.id, "go")  # forwarded to the child
+    engine.run_until_idle()
+    assert engine.instance(handle.id).record.output == "fast"
+    engine.close()
