@@ -307,15 +307,23 @@ class Payload:
 
     def __call__(self, model: Datamodel, event: Event) -> JsonValue:
         if self.content is not None:
-            return self.content(model, event)  # type: ignore[no-any-return]
+            return _json(self.content(model, event), self.where)
         data: dict[str, JsonValue] = {}
         for name in self.names:
             if name not in model.vars:
                 raise ExpressionError(f"{self.where}: namelist names {name!r}, which the datamodel lacks")
             data[name] = model.vars[name]
         for name, value in self.params:
-            data[name] = value(model, event)
+            data[name] = _json(value(model, event), f"{self.where} param {name}")
         return data
+
+
+def _json(value: object, where: str) -> JsonValue:
+    """``value`` if it is JSON data (event data is stored with the event), else error.execution."""
+    try:
+        return check_json(value)
+    except TypeError as error:
+        raise ExpressionError(f"{where}: event data must be JSON: {error}") from error
 
 
 @attrs.frozen

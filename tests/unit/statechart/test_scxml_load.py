@@ -695,3 +695,12 @@ def test_a_loaded_chart_is_an_ordinary_chart_with_the_datamodel_as_its_context()
     """The chart's context is the Datamodel; its name comes from name=, the document, or the file."""
     chart = load(doc("<state id='s'/>"), name="renamed")
     assert (chart.name, chart.context_type) == ("renamed", Datamodel)
+
+
+def test_event_data_that_is_not_json_raises_error_execution_and_sends_nothing() -> None:
+    """Event data is stored with the event: a param that is not JSON fails the send (6.2, 5.10)."""
+    _, snapshot, effects = begin(
+        doc('<state id="s"><onentry><send event="a"><param name="p" expr="{1, 2}"/></send></onentry></state>')
+    )
+    assert snapshot.timers == ()
+    assert "event data must be JSON" in failures(effects)[0].message
