@@ -1,13 +1,14 @@
 """Write a chart as an SCXML document with the Python datamodel: the inverse of :func:`load`.
 
 Every callable the loader builds keeps its Python source, so a loaded chart
-is written back as the document it came from (up to layout). Charts written
-with the authoring API are dumpable when everything in them has an SCXML
-form: constant names, data and delays, ``in_state`` guards, and the
-loader's expression values. A Python callable (a lambda guard, a function
-action), a child site, a delayed transition or another construct SCXML
-lacks is refused with :class:`~statechart.scxml.ScxmlError`, which names
-each one and what to write instead.
+is written back as the document it came from (up to layout), its invoked
+child charts inline. Charts written with the authoring API are dumpable
+when everything in them has an SCXML form: constant names, data and delays,
+``in_state`` guards, the loader's expression values, and child sites that
+run a companion chart. A Python callable (a lambda guard, a function
+action), a task or fan-out site, a delayed transition or another construct
+SCXML lacks is refused with :class:`~statechart.scxml.ScxmlError`, which
+names each one and what to write instead.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from statechart._model import (
     Send,
     SendChild,
     SendParent,
+    Site,
     StateKind,
     StateNode,
     Transition,
@@ -50,11 +52,13 @@ from statechart.scxml._load import (
     DataInit,
     Delay,
     IdLocation,
+    InvokeInput,
     Items,
     LogValue,
     Payload,
     Script,
     ScxmlError,
+    SrcChoice,
     Text,
     Unbound,
     Value,
@@ -129,18 +133,51 @@ def _script_block(action: Action[Any]) -> Script | None:
     return None
 
 
-def _late_data(node: StateNode[Any]) -> list[DataInit] | None:
+def _late_data(state_id: str, entry: tuple[Action[Any], ...]) -> list[DataInit] | None:
     """The late-bound ``<data>`` of a state: its entry's ``If(Branch(Unbound(id), data…, Bound(id)))``."""
-    if not node.entry or type(first := node.entry[0]) is not If or len(first.branches) != 1:
+    if not entry or type(first := entry[0]) is not If or len(first.branches) != 1:
         return None
     branch = first.branches[0]
-    if branch.guard != Unbound(node.id) or not branch.actions:
+    if branch.guard != Unbound(state_id) or not branch.actions:
         return None
     *blocks, mark = branch.actions
-    if type(mark) is not Assign or mark.fn != Bound(node.id):
+    if type(mark) is not Assign or mark.fn != Bound(state_id):
         return None
     inits = [init for block in blocks if (init := _data_block(block)) is not None]
     return inits if len(inits) == len(blocks) else None
+
+
+def _generated_id(state_id: str, position: int) -> str:
+    """The id the loader gives the ``position``-th ``<invoke>`` of a state when it has none (6.4.1)."""
+    token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
+    return f"{token}-invoke{position or ''}"
+
+
+def _id_locations(node: StateNode[Any]) -> tuple[dict[str, str], tuple[Action[Any], ...]]:
+    """Each site's ``idlocation``, and the entry without the assigns the loader builds for them (6.4).
+
+    For each ``<invoke idlocation>``, in document order, the loader puts a block
+    ``Block((Assign(AssignExpr(location, Constant(id)), "idlocation <id>"),))`` in the entry,
+    after the late-bound data (if any) and before the ``<onentry>`` handlers. An invoke with
+    ``idlocation`` takes no ``id``, so only a site whose id is the generated one can have one.
+    """
+    locations: dict[str, str] = {}
+    entry = node.entry
+    late = entry[:1] if _late_data(node.id, entry) is not None else ()
+    rest = entry[len(late) :]
+    for position, site in enumerate(node.sites):
+        first = rest[0] if rest else None
+        inner = first.actions[0] if type(first) is Block and len(first.actions) == 1 else None
+        if (
+            type(inner) is Assign
+            and type(inner.fn) is AssignExpr
+            and inner.fn.value == Constant(site.id)
+            and inner.name == f"idlocation {site.id}"
+            and site.id == _generated_id(node.id, position)
+        ):
+            locations[site.id] = inner.fn.location
+            rest = rest[1:]
+    return locations, (*late, *rest)
 
 
 class _Dumper:
@@ -286,12 +323,6 @@ class _Dumper:
         if node.kind is StateKind.HISTORY:
             return self.history(node)
         where = f"state {node.id!r}"
-        for site in node.sites:
-            self.problem(
-                where,
-                f"child site {site.id!r} (invoke): dump writes no <invoke>; keep the chart in Python, "
-                f"{_FROM_SCXML}",
-            )
         if node.kind in (StateKind.ATOMIC, StateKind.COMPOUND) and bool(node.children) != (
             node.kind is StateKind.COMPOUND
         ):
@@ -300,8 +331,8 @@ class _Dumper:
         proper = [child for child in node.children if child.kind is not StateKind.HISTORY]
         initial = " ".join(node.initial) if node.kind is StateKind.COMPOUND and node.initial else None
         element = _Element(tag, id=node.id, initial=None if node.initial_actions else initial)
-        entry = node.entry
-        late = _late_data(node)
+        locations, entry = _id_locations(node)
+        late = _late_data(node.id, entry)
         if late is not None:
             self.late = True
             entry = entry[1:]
@@ -314,12 +345,124 @@ class _Dumper:
         self.handlers(f"exit of {where}", "onexit", node.exit, element)
         for position, t in enumerate(node.transitions):
             element.add(self.transition(node.id, position, t))
+        for site in node.sites:
+            element.add(self.invoke(where, site, locations.get(site.id)))
         if node.kind is StateKind.FINAL and node.done_data is not None:
             done = _Element("donedata")
             self.payload(f"done data of {where}", node.done_data, done)
             element.add(done)
         histories = [child for child in node.children if child.kind is StateKind.HISTORY]
         return element.add(*(self.state(child) for child in proper + histories))
+
+    # -------------------------------------------------------------- invoke
+
+    def invoke(self, where: str, site: Site[Any], id_location: str | None) -> _Element:
+        """``<invoke>`` (6.4): the child chart inline or ``srcexpr``, its input, ``<finalize>`` (6.5)."""
+        what = f"site {site.id!r} (<invoke>)"
+        self.site_problems(where, what, site)
+        srcexpr = None if site.choose is None else self.src_choice(where, what, site.choose)
+        kind, payload = self.invoke_input(where, what, site.input)
+        if id_location is not None:
+            self.scripted(where, f"idlocation of {what}")
+        element = _Element(
+            "invoke",
+            id=site.id if id_location is None else None,
+            srcexpr=srcexpr,
+            typeexpr=kind,
+            idlocation=id_location,
+            autoforward="true" if site.autoforward else None,
+        )
+        if payload is not None:
+            self.payload(f"input of {what} in {where}", payload, element)
+        if site.chart is not None:
+            child = next((chart for chart in self.chart.companions if chart.name == site.chart), None)
+            if child is None:
+                self.problem(
+                    where,
+                    f"{what} invokes chart {site.chart!r}, which is not among the chart's companions; "
+                    "dump the child chart separately, or load both from SCXML",
+                )
+            else:
+                element.add(_Element("content").add(self.child(where, what, child)))
+        if site.finalize:
+            finalize = _Element("finalize")
+            self.content(f"finalize of {what} in {where}", site.finalize, finalize)
+            element.add(finalize)
+        return element
+
+    def site_problems(self, where: str, what: str, site: Site[Any]) -> None:
+        """What a site does that an ``<invoke>`` cannot say (6.4)."""
+        if site.task is not None:
+            self.problem(
+                where, f"{what} runs task {site.task!r}; SCXML invokes SCXML documents: invoke a chart"
+            )
+        if site.members is not None:
+            self.problem(
+                where,
+                f"{what} fans out (map={_callable_name(site.members)}); an <invoke> starts one child: "
+                "keep the chart in Python",
+            )
+        if site.retry.max_attempts > 1:
+            self.problem(
+                where,
+                f"{what} retries (max_attempts={site.retry.max_attempts}); SCXML never restarts an "
+                "invoked child: leave retry= out",
+            )
+        if site.group is not None or site.max_depth is not None:
+            self.problem(
+                where,
+                f"{what} is recursive (group={site.group!r}, max_depth={site.max_depth}), which SCXML "
+                "has no form for: leave group= and max_depth= out",
+            )
+        if site.output is not None:
+            self.problem(
+                where,
+                f"{what} maps the child's output with {_callable_name(site.output)}; SCXML gives it as "
+                f"the data of done.invoke.{site.id}: assign _event.data in <finalize> (finalize=) instead",
+            )
+
+    def src_choice(self, where: str, what: str, choose: object) -> str | None:
+        """``srcexpr``: the source of the loader's choice among the documents beside the invoking one."""
+        if type(choose) is not SrcChoice:
+            self.problem(
+                where,
+                f"{what} chooses its chart with {_callable_name(choose)}, a Python callable; name the "
+                f"document with srcexpr (SrcChoice), {_FROM_SCXML}",
+            )
+            return None
+        return choose.code.source if self.scripted(where, f"srcexpr of {what}") else None
+
+    def invoke_input(self, where: str, what: str, value: object) -> tuple[str | None, Payload | None]:
+        """A child's input as its ``typeexpr`` and the payload its namelist and params are (6.4)."""
+        if value is None:
+            return None, None
+        if type(value) is not InvokeInput:
+            described = f"{_callable_name(value)} is a Python callable" if callable(value) else f"{value!r}"
+            self.problem(
+                where,
+                f"{what} input {described}; an <invoke> passes its namelist and <param> values "
+                f"(InvokeInput), {_FROM_SCXML}",
+            )
+            return None, None
+        payload = value.payload
+        if payload is not None and (payload.content is not None or not (payload.names or payload.params)):
+            self.problem(
+                where,
+                f"{what} input {payload!r}: an <invoke> takes namelist and <param>, not content (6.4); "
+                "give the Payload names or params, or no payload",
+            )
+            payload = None
+        if value.kind is None:
+            return None, payload
+        advice = f"give the type as an SCXML typeexpr (Text), {_FROM_SCXML}"
+        return self.expression(where, f"typeexpr of {what}", value.kind, Text, advice), payload
+
+    def child(self, where: str, what: str, child: Chart[Any]) -> _Element:
+        """The ``<scxml>`` element of an invoked chart (with its own children), its problems the site's."""
+        dumper = _Dumper(child)
+        root = dumper.document()
+        self.problems.extend(f"{where}: {what}: in chart {child.name!r}: {p}" for p in dumper.problems)
+        return root
 
     def history(self, node: StateNode[Any]) -> _Element:
         """``<history type=…>`` and its default transition (3.10)."""
@@ -433,7 +576,8 @@ class _Dumper:
         elif type(action) is SendChild:
             self.problem(
                 where,
-                f"{_describe(action)} sends to a child site and dump writes no <invoke>; {_FROM_SCXML}",
+                f"{_describe(action)} is not written as SCXML; write send({action.event!r}, "
+                f"target='#_{action.site}'), which is <send target=\"#_{action.site}\">",
             )
         return None
 
@@ -602,8 +746,14 @@ def dump(chart: Chart[Any]) -> str:
     the chart's order (a history state after its siblings, where the loader
     puts it). Constant names and data are written as they are (data as
     Python literals, or JSON content), expressions as the Python source the
-    loader kept. Raises :class:`ScxmlError` listing every construct that has
-    no SCXML form, each with what to write instead.
+    loader kept. A site's child chart (one of ``chart.companions``) is written
+    inline, as ``<invoke><content><scxml>…``, with its own children (a
+    companion no site runs is not written); a site
+    whose chart a ``srcexpr`` picks is written with that ``srcexpr``, so the
+    document must be loaded beside the same documents (with the same
+    ``base``) for the expression to find them. Raises :class:`ScxmlError`
+    listing every construct that has no SCXML form, each with what to write
+    instead.
     """
     dumper = _Dumper(chart)
     root = dumper.document()

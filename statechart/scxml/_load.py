@@ -541,6 +541,16 @@ class _Loader:
         self.ids.add(state_id)
         entry = self.handlers(node, "onentry")
         exit_ = self.handlers(node, "onexit")
+        sites: list[Site[Datamodel]] = []
+        id_locations: list[Action] = []
+        for element in node.elements("invoke"):
+            site, id_location = self.invoke(element, state_id, len(sites))
+            if site is not None:
+                sites.append(site)
+            if id_location is not None:
+                id_locations.append(Block((id_location,)))
+        # each idlocation is a block of its own: a failing one stops neither the others nor <onentry>
+        entry = (*id_locations, *entry)
         if self.late and node.elements("datamodel"):
             inits: list[Action] = []
             for child in node.elements("datamodel"):
@@ -548,13 +558,6 @@ class _Loader:
             inits.append(Assign(Bound(state_id), f"bind {state_id}"))
             entry = (If((Branch(Unbound(state_id), tuple(inits)),)), *entry)
         transitions = tuple(self.transition(t) for t in node.elements("transition"))
-        sites: list[Site[Datamodel]] = []
-        for element in node.elements("invoke"):
-            site, id_location = self.invoke(element, state_id, len(sites))
-            if site is not None:
-                sites.append(site)
-            if id_location is not None:
-                entry = (id_location, *entry)
         if node.tag == "final":
             for child in node.elements():
                 if child.tag not in ("onentry", "onexit", "donedata"):
@@ -658,8 +661,11 @@ class _Loader:
                 node, "needs src=, srcexpr= or an inline <content><scxml>...</scxml></content> (6.4)"
             )
         finalize: tuple[Action, ...] = ()
-        for element in node.elements("finalize"):
-            finalize = self.content(element)
+        finalizers = node.elements("finalize")
+        if len(finalizers) > 1:
+            self.problem(finalizers[1], "an <invoke> takes at most one <finalize> (SCXML 6.5)")
+        if finalizers:
+            finalize = self.content(finalizers[0])
         autoforward = a.get("autoforward", "false")
         if autoforward not in ("true", "false"):
             self.problem(node, f"autoforward={autoforward!r} must be 'true' or 'false'")
@@ -740,6 +746,9 @@ class _Loader:
         return SrcChoice(self.code(node, "srcexpr"), str(self.base), charts, unloadable)
 
     def child_document(self, node: Node, src: str) -> Chart[Any] | None:
+        known = self.by_path.get(document_key(self.base, src) or "")
+        if known is not None:
+            return known
         text = self.read(node, src)
         if text is None:
             return None

@@ -4,11 +4,14 @@ The documents nest compound, parallel, final and history states (shallow
 and deep, with default content), guard transitions with ``In()`` and
 datamodel conditions, take internal and eventless transitions, and run
 ``<raise>``, delayed ``<send>``, ``<cancel>``, ``<assign>``, ``<script>``,
-``<if>``, ``<foreach>`` and ``<log>``, with early or late data binding.
+``<if>``, ``<foreach>`` and ``<log>``, with early or late data binding, and
+``<invoke>`` small inline child documents with ``namelist``, ``<param>``,
+``typeexpr``, ``idlocation``, ``<finalize>`` and ``autoforward``. Scripts
+include events from the child of the site ``kid``.
 Every macrostep ends: internal events (``r``, ``u``) and done events only
 take targetless transitions that raise nothing, an eventless transition
-needs ``x < 4`` and first raises ``x``, which nothing lowers, and sends to the
-instance itself are delayed.
+needs ``x < 4`` and first raises ``x``, which nothing lowers, sends to the
+instance itself are delayed, and ``<finalize>`` runs only on a child's events.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from statechart.scxml import dump, load
-from tests.unit.statechart.test_scxml_dump import behaviour
+from tests.unit.statechart.test_scxml_dump import FromChild, behaviour
 
 QUIET = (
     '<log label="x" expr="x"/>',
@@ -46,11 +49,26 @@ LOUD = (
 )
 """Content that raises or sends an event."""
 
+PARAMS = ('<param name="p" expr="x * 2"/>', '<param name="q" location="y"/>', '<param name="r" expr="y[5]"/>')
+"""An invoke's params (``y[5]`` may fail, failing the invoke with ``error.execution``)."""
+
+CHILD = (
+    '<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python"{name}>'
+    '<state id="c"><transition event="a" target="f"/></state><final id="f"/></scxml>'
+)
+"""The inline child document; unnamed, the loader names it after its site."""
+
 DESCRIPTORS = ("a", "b", "a.x", "t", "a.*", "a b")
 """The descriptors of transitions that may have a target: on script events and delayed sends."""
 
-SCRIPTS = st.lists(st.sampled_from(["a", "b", "a.x", "t", "c", 1.0, 0.5]), max_size=8)
-"""Event names, and numbers of seconds to advance the clock by."""
+SCRIPTS = st.lists(
+    st.sampled_from(
+        ["a", "b", "a.x", "t", "c", 1.0, 0.5]
+        + [FromChild("kid", "a"), FromChild("kid", "n", {"k": 1}), FromChild("kid", None, {"ok": True})] * 2
+    ),
+    max_size=8,
+)
+"""Event names, numbers of seconds to advance the clock by, and events and completion from ``kid``'s child."""
 
 
 @attrs.define
@@ -74,6 +92,7 @@ class Writer:
         self.states: list[str] = []
         self.targets: list[str] = []
         self.late = False
+        self.kid = False
 
     def document(self) -> str:
         draw = self.draw
@@ -174,10 +193,28 @@ class Writer:
                 parts.append('<donedata><param name="x" expr="x"/><param name="y" location="y"/></donedata>')
         else:
             parts.extend(self.transition(node) for _ in range(draw(st.integers(0, 2))))
+            parts.extend(self.invoke() for _ in range(draw(st.sampled_from([0, 1, 1, 2]))))
         for child in node.children:
             history = child.tag in ("shallow", "deep")
             parts.append(self.history(child, proper) if history else self.state(child))
         return f'<{node.tag} id="{node.id}"{initial}>{"".join(parts)}</{node.tag}>'
+
+    def invoke(self) -> str:
+        """An ``<invoke>`` of an inline child: the first is ``id="kid"``, the others maybe ``idlocation``."""
+        draw = self.draw
+        attributes = ""
+        if not self.kid:
+            self.kid = True
+            attributes += ' id="kid"'
+        elif draw(st.booleans()):
+            attributes += ' idlocation="sid"'
+        attributes += draw(st.sampled_from(["", ' namelist="x"', ' namelist="x y"']))
+        attributes += " typeexpr=\"'scxml'\"" if draw(st.booleans()) else ""
+        attributes += ' autoforward="true"' if draw(st.booleans()) else ""
+        params = "".join(draw(st.lists(st.sampled_from(PARAMS), max_size=2, unique=True)))
+        child = CHILD.format(name=f' name="c{next(self.numbers)}"' if draw(st.booleans()) else "")
+        finalize = f"<finalize>{self.content(loud=True)}</finalize>" if draw(st.booleans()) else ""
+        return f"<invoke{attributes}>{params}<content>{child}</content>{finalize}</invoke>"
 
     def history(self, node: Node, siblings: list[Node]) -> str:
         kind = ' type="deep"' if node.tag == "deep" else ""
@@ -194,9 +231,10 @@ def documents(draw: st.DrawFn) -> str:
 
 @settings(max_examples=60, deadline=None)
 @given(documents(), SCRIPTS)
-def test_a_dumped_chart_behaves_as_the_loaded_one(text: str, script: list[str | float]) -> None:
+def test_a_dumped_chart_behaves_as_the_loaded_one(text: str, script: list[str | float | FromChild]) -> None:
     """After start and each scripted event or clock advance, both charts have the same configuration,
-    history, datamodel, timers and effects; and dumping the reloaded chart gives the same document."""
+    history, datamodel, timers, child slots and effects (births with their chart and input, events
+    sent to children among them); and dumping the reloaded chart gives the same document."""
     chart = load(text)
     dumped = dump(chart)
     note(dumped)

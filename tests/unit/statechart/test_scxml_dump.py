@@ -3,22 +3,25 @@
 Each test names the section of SCXML 1.0 it follows. A dumped document is
 checked three ways: it contains the element the construct is written as,
 ``load(dump(chart))`` behaves as the chart on an event script (the
-configuration, the datamodel and the effects after every step), and the
-dump is idempotent (``dump(load(dump(chart))) == dump(chart)``).
+configuration, the datamodel, the child slots and the effects after every
+step), and the dump is idempotent (``dump(load(dump(chart))) == dump(chart)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
 from statechart import (
     ActionFailed,
+    BirthChild,
     Block,
     Branch,
     Chart,
+    ChildSlot,
     Effect,
     Event,
     HistoryEntry,
@@ -26,6 +29,10 @@ from statechart import (
     JsonValue,
     Logged,
     NoContext,
+    RetryPolicy,
+    SendToChild,
+    Site,
+    SlotStatus,
     Snapshot,
     Status,
     Timer,
@@ -33,6 +40,8 @@ from statechart import (
     assign,
     block,
     cancel,
+    child_message_event,
+    done_invoke_event,
     due_timers,
     final,
     fire,
@@ -44,6 +53,7 @@ from statechart import (
     parallel,
     raise_event,
     send,
+    send_child,
     send_parent,
     start,
     state,
@@ -72,8 +82,17 @@ class Observation(NamedTuple):
     history: tuple[HistoryEntry, ...]
     variables: tuple[dict[str, JsonValue], list[str]]
     timers: tuple[Timer, ...]
+    children: tuple[ChildSlot, ...]
     output: JsonValue
     effects: tuple[object, ...]
+
+
+class FromChild(NamedTuple):
+    """A script item: the running child of ``site`` sends ``event``, or with ``event=None`` completes."""
+
+    site: str
+    event: str | None
+    data: JsonValue = None
 
 
 def _observed(snapshot: Snapshot[Any], effects: Sequence[Effect]) -> Observation:
@@ -85,26 +104,44 @@ def _observed(snapshot: Snapshot[Any], effects: Sequence[Effect]) -> Observation
         snapshot.history,
         variables,
         snapshot.timers,
+        snapshot.children,
         snapshot.output,
         tuple(_effect(effect) for effect in effects),
     )
 
 
-def behaviour(chart: Chart[Any], script: Sequence[str | float]) -> list[Observation]:
+Script = Sequence[str | float | FromChild]
+"""Event names, seconds to advance the clock by, and events from children."""
+
+
+def _child_event(snapshot: Snapshot[Any], item: FromChild) -> Event | None:
+    """The event the running child of ``item.site`` sends (``None`` when the site has none)."""
+    for slot in snapshot.children:
+        if slot.site == item.site and slot.status is SlotStatus.RUNNING:
+            if item.event is None:
+                return done_invoke_event(slot.invoke_id, item.data)
+            return child_message_event(slot.invoke_id, item.event, item.data)
+    return None
+
+
+def behaviour(chart: Chart[Any], script: Script) -> list[Observation]:
     """What start and each scripted item leave: a name is an event, a number advances the virtual clock.
 
     Advancing the clock fires every timer that falls due, earliest first,
-    each as its own macrostep at its deadline.
+    each as its own macrostep at its deadline. A :class:`FromChild` item is
+    skipped while its site has no running child.
     """
     now = 0.0
     snapshot, effects = start(chart, now=now, session=SESSION)
     seen = [_observed(snapshot, effects)]
     for item in script:
-        if isinstance(item, str):
+        if isinstance(item, str | FromChild):
             if snapshot.status is not Status.RUNNING:
                 break
-            snapshot, effects = step(chart, snapshot, Event(item), now=now, session=SESSION)
-            seen.append(_observed(snapshot, effects))
+            event = Event(item) if isinstance(item, str) else _child_event(snapshot, item)
+            if event is not None:
+                snapshot, effects = step(chart, snapshot, event, now=now, session=SESSION)
+                seen.append(_observed(snapshot, effects))
             continue
         now += item
         while snapshot.status is Status.RUNNING and (due := due_timers(snapshot, now)):
@@ -114,10 +151,13 @@ def behaviour(chart: Chart[Any], script: Sequence[str | float]) -> list[Observat
     return seen
 
 
-def round_trip(chart: Chart[Any], script: Sequence[str | float] = ()) -> str:
-    """The chart's document, after checking that it reloads as an equivalent chart and dumps the same."""
+def round_trip(chart: Chart[Any], script: Script = (), *, base: Path | None = None) -> str:
+    """The chart's document, after checking that it reloads as an equivalent chart and dumps the same.
+
+    ``base`` is the folder the document is loaded beside (the documents a ``srcexpr`` names).
+    """
     text = dump(chart)
-    again = load(text)
+    again = load(text, base=base)
     assert dump(again) == text
     assert behaviour(again, script) == behaviour(chart, script)
     return text
@@ -575,6 +615,230 @@ def test_dump_is_stable() -> None:
     assert dump(load(text)) == dump(load(text)) == dump(load(dump(load(text))))
 
 
+# ------------------------------------------------------------------ invoke
+
+CHILD = (
+    '<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" name="child">'
+    '<datamodel><data id="n" expr="0"/></datamodel>'
+    '<state id="c"><transition event="stop" target="f"/></state><final id="f"/></scxml>'
+)
+"""A child document; :data:`UNNAMED` is the same without ``name`` (the loader names it after its site)."""
+
+UNNAMED = CHILD.replace(' name="child"', "")
+
+
+def invoking(invokes: str, *, inside: str = "", states: str = "") -> str:
+    """A document whose state ``s`` holds ``invokes`` and ``inside``, and leaves for ``out`` on ``leave``."""
+    return document(
+        '<datamodel><data id="n" expr="5"/><data id="got" expr="[]"/><data id="iid"/><data id="other"/>'
+        f'<data id="src"/></datamodel><state id="s">{invokes}{inside}'
+        f'<transition event="leave" target="out"/></state><state id="out"/>{states}'
+    )
+
+
+def child_effects(chart: Chart[Any], script: Script) -> list[tuple[object, ...]]:
+    """The births (site, chart, input) and the events sent to children (site, name, data) of a script."""
+    found: list[tuple[object, ...]] = []
+    for observation in behaviour(chart, script):
+        for effect in observation.effects:
+            if isinstance(effect, BirthChild):
+                found.append(("birth", effect.invoke_id.site, effect.chart, effect.input))
+            elif isinstance(effect, SendToChild):
+                found.append(("send", effect.invoke_id.site, effect.event.name, effect.event.data))
+    return found
+
+
+def test_an_inline_child_document_is_written_nested_in_its_invoke() -> None:
+    """``<invoke><content><scxml>``: the child chart is written inline, indented, named (SCXML 6.4)."""
+    chart = load(invoking(f'<invoke id="kid"><content>{CHILD}</content></invoke>'))
+    text = round_trip(chart, ["go", "leave"])
+    assert (
+        '    <invoke id="kid">\n'
+        "      <content>\n"
+        '        <scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" '
+        'name="child">\n'
+        "          <datamodel>\n"
+        '            <data id="n" expr="0"/>\n'
+        "          </datamodel>\n"
+        '          <state id="c">\n'
+        '            <transition event="stop" target="f"/>\n'
+        "          </state>\n"
+        '          <final id="f"/>\n'
+        "        </scxml>\n"
+        "      </content>\n"
+        "    </invoke>\n"
+    ) in text
+    again = load(text)
+    assert [companion.name for companion in again.companions] == ["child"]
+    assert behaviour(again.companions[0], ["stop"]) == behaviour(chart.companions[0], ["stop"])
+    assert child_effects(again, ["leave"]) == [("birth", "kid", "child", None)]
+
+
+def test_generated_invoke_ids_and_child_names_are_written_explicitly() -> None:
+    """An ``<invoke>`` without ``id`` gets ``<state>-invoke<n>``, a child without ``name`` ``<chart>.<id>``;
+    both are written as ``id=`` and ``name=``, which load the same (SCXML 6.4, 6.4.1)."""
+    chart = load(invoking(f"<invoke><content>{UNNAMED}</content></invoke>" * 2))
+    text = round_trip(chart, ["leave"])
+    assert '<invoke id="s-invoke">' in text
+    assert '<invoke id="s-invoke1">' in text
+    assert 'name="t.s-invoke1"' in text
+    assert child_effects(load(text), []) == [
+        ("birth", "s-invoke", "t.s-invoke", None),
+        ("birth", "s-invoke1", "t.s-invoke1", None),
+    ]
+
+
+def test_namelist_and_params_are_the_childs_input() -> None:
+    """``namelist`` and ``<param expr|location>`` of an invoke make the child's input (SCXML 6.4, 5.7)."""
+    chart = load(
+        invoking(
+            '<invoke id="kid" namelist="n"><param name="double" expr="n * 2"/>'
+            f'<param name="same" location="n"/><content>{CHILD}</content></invoke>'
+        )
+    )
+    text = round_trip(chart, ["leave"])
+    assert '<invoke id="kid" namelist="n"><param name="double" expr="n * 2"/>' in flat(text)
+    assert '<param name="same" location="n"/>' in text
+    assert child_effects(load(text), []) == [("birth", "kid", "child", {"n": 5, "double": 10, "same": 5})]
+
+
+def test_typeexpr_is_checked_when_the_invoke_runs() -> None:
+    """``typeexpr`` names the invoked type when the invoke runs; an unsupported one fails it (SCXML 6.4)."""
+    chart = load(
+        invoking(
+            f'<invoke id="kid" typeexpr="\'scxml\'"><content>{CHILD}</content></invoke>',
+            states=f'<state id="far"><invoke id="bad" typeexpr="\'http\'"><content>{CHILD}</content></invoke>'
+            "</state>",
+            inside='<transition event="away" target="far"/>',
+        )
+    )
+    text = round_trip(chart, ["away"])
+    assert '<invoke id="bad" typeexpr="\'http\'">' in text
+    assert child_effects(load(text), ["away"]) == [("birth", "kid", "child", None)]
+    failure = ("ActionFailed", "far", "input of site bad", "ValueError", None)
+    assert failure in behaviour(load(text), ["away"])[1].effects
+
+
+def test_finalize_runs_on_each_event_from_the_child() -> None:
+    """``<finalize>`` runs on every event the child sends, its done event too, before transitions (6.5)."""
+    chart = load(
+        invoking(
+            f'<invoke id="kid"><content>{CHILD}</content>'
+            '<finalize><assign location="got" expr="got + [_event.name]"/></finalize></invoke>',
+            inside='<transition event="note" cond="got == [\'note\']"><log label="noted"/></transition>'
+            '<transition event="done.invoke.kid"><log label="got" expr="got"/></transition>',
+        )
+    )
+    script: Script = [FromChild("kid", "note"), "ping", FromChild("kid", None, {"ok": True})]
+    text = round_trip(chart, script)
+    assert '<finalize><assign location="got" expr="got + [_event.name]"/></finalize>' in flat(text)
+    observed = behaviour(load(text), script)
+    assert observed[1].effects == (Logged("noted", None),)
+    assert observed[-1].effects == (Logged("got", ["note", "done.invoke.kid"]),)
+
+
+def test_autoforward_sends_external_events_to_the_child() -> None:
+    """``autoforward="true"`` sends the child each external event but its own (SCXML 6.4)."""
+    chart = load(invoking(f'<invoke id="kid" autoforward="true"><content>{CHILD}</content></invoke>'))
+    script: Script = ["hello", FromChild("kid", "back"), "leave"]
+    text = round_trip(chart, script)
+    assert '<invoke id="kid" autoforward="true">' in text
+    assert child_effects(load(text), script) == [
+        ("birth", "kid", "child", None),
+        ("send", "kid", "hello", None),
+        ("send", "kid", "leave", None),
+    ]
+
+
+def test_idlocation_stores_the_generated_id_and_leaves_the_onentry_alone() -> None:
+    """``idlocation`` receives the generated invoke id; dump writes it on the invoke, not as an
+    ``<assign>`` of the entry, for each of several invokes of a state (SCXML 6.4, 6.4.1)."""
+    chart = load(
+        invoking(
+            '<onentry><log label="n" expr="n"/></onentry>'
+            f'<invoke idlocation="iid"><content>{UNNAMED}</content></invoke>'
+            f'<invoke id="named"><content>{CHILD}</content></invoke>'
+            f'<invoke idlocation="other"><content>{UNNAMED}</content></invoke>',
+            states=f'<state id="p.q"><invoke idlocation="iid"><content>{CHILD}</content></invoke></state>',
+            inside='<transition event="away" target="p.q"/>',
+        )
+    )
+    text = round_trip(chart, ["away"])
+    assert '<onentry><log label="n" expr="n"/></onentry>' in flat(text)
+    assert "<assign" not in text
+    assert '<invoke idlocation="iid">' in text
+    assert '<invoke idlocation="other">' in text
+    observed = behaviour(load(text), ["away"])
+    assert {key: observed[0].variables[0][key] for key in ("iid", "other")} == {
+        "iid": "s-invoke",
+        "other": "s-invoke2",
+    }
+    assert observed[1].variables[0]["iid"] == "p_q-invoke"
+
+
+def test_a_child_that_invokes_a_grandchild_is_written_with_its_own_children() -> None:
+    """An inline child document may itself invoke one; each level is written in its parent (SCXML 6.4)."""
+    grandchild = CHILD.replace('name="child"', 'name="grandchild"')
+    child = (
+        '<scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" name="child">'
+        '<datamodel><data id="m" expr="7"/></datamodel><state id="c">'
+        f'<invoke id="grand" namelist="m"><content>{grandchild}</content></invoke></state></scxml>'
+    )
+    chart = load(invoking(f'<invoke id="kid"><content>{child}</content></invoke>'))
+    text = round_trip(chart, ["leave"])
+    assert (
+        '                <scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" '
+        'name="grandchild">\n'
+    ) in text
+    (kid,) = load(text).companions
+    assert [companion.name for companion in kid.companions] == ["grandchild"]
+    assert behaviour(kid, []) == behaviour(chart.companions[0], [])
+    assert child_effects(kid, []) == [("birth", "grand", "grandchild", {"m": 7})]
+
+
+def test_srcexpr_is_written_and_picks_among_the_same_sibling_documents(tmp_path: Path) -> None:
+    """``srcexpr`` is written as it was: loaded beside the same documents, it picks the same one (6.4)."""
+    (tmp_path / "child.scxml").write_text(CHILD)
+    (tmp_path / "other.scxml").write_text(CHILD.replace('name="child"', 'name="other"'))
+    chart = load(
+        invoking(
+            '<invoke id="kid" srcexpr="src" namelist="n"/>',
+            inside='<onentry><assign location="src" expr="\'file:other.scxml\'"/></onentry>',
+        ),
+        base=tmp_path,
+    )
+    text = round_trip(chart, ["leave"], base=tmp_path)
+    assert '<invoke id="kid" srcexpr="src" namelist="n"/>' in text
+    assert "<content>" not in text
+    again = load(text, base=tmp_path)
+    assert sorted(companion.name for companion in again.companions) == ["child", "other"]
+    assert child_effects(again, []) == [("birth", "kid", "other", {"n": 5})]
+
+
+def test_an_authored_site_running_a_companion_chart_dumps() -> None:
+    """An ``invoke(chart=…)`` site whose chart is a companion is an ``<invoke>`` with the chart inline,
+    its finalize content and autoforward (SCXML 6.4, 6.5)."""
+    child = Chart("c", state("c", on=[transition("stop", "f")]), final("f"))
+    chart = Chart(
+        "t",
+        state(
+            "a",
+            invoke=[invoke("kid", chart="c", finalize=[log("from kid")], autoforward=True)],
+            on=[transition("leave", "b")],
+        ),
+        state("b"),
+        companions=[child],
+    )
+    script: Script = ["hello", FromChild("kid", "note"), "leave"]
+    text = round_trip(chart, script)
+    assert '<invoke id="kid" autoforward="true">' in text
+    assert '<finalize><log label="from kid"/></finalize>' in flat(text)
+    assert child_effects(load(text), script)[:2] == [
+        ("birth", "kid", "c", None),
+        ("send", "kid", "hello", None),
+    ]
+
+
 # ----------------------------------------------------------------- refusals
 
 
@@ -600,10 +864,82 @@ def test_a_python_action_is_refused() -> None:
     assert ".bump is a Python callable; write it as <assign> or <script>" in message
 
 
-def test_an_invoke_site_is_refused() -> None:
-    """A child site (``<invoke>``, SCXML 6.4) is not written: refused, naming the site."""
-    message = refusal(Chart("t", state("a", invoke=[invoke("pay", chart="payment")])))
-    assert "state 'a': child site 'pay' (invoke)" in message
+COMPANION = Chart("c", state("c"))
+
+
+@pytest.mark.parametrize(
+    ("site", "message"),
+    [
+        (invoke("kid", task="pay"), "runs task 'pay'; SCXML invokes SCXML documents: invoke a chart"),
+        (
+            invoke("kid", chart="payment"),
+            "invokes chart 'payment', which is not among the chart's companions; dump the child chart "
+            "separately, or load both from SCXML",
+        ),
+        (
+            invoke("kid", chart="c", map=lambda context: {}),
+            "fans out (map=<lambda>); an <invoke> starts one child: keep the chart in Python",
+        ),
+        (
+            invoke("kid", chart="c", retry=RetryPolicy(3)),
+            "retries (max_attempts=3); SCXML never restarts an invoked child: leave retry= out",
+        ),
+        (
+            invoke("kid", chart="c", group="tree", max_depth=2),
+            "is recursive (group='tree', max_depth=2), which SCXML has no form for: leave group= and "
+            "max_depth= out",
+        ),
+        (
+            invoke("kid", chart="c", output=lambda context, event: None),
+            "maps the child's output with <lambda>; SCXML gives it as the data of done.invoke.kid: "
+            "assign _event.data in <finalize> (finalize=) instead",
+        ),
+        (
+            invoke("kid", chart="c", input=lambda context: 1),
+            "input <lambda> is a Python callable; an <invoke> passes its namelist and <param> values "
+            "(InvokeInput), or load the chart from SCXML",
+        ),
+        (invoke("kid", chart="c", input={"n": 1}), "input {'n': 1}; an <invoke> passes its namelist"),
+        (
+            invoke("kid", choose=lambda context: "c", charts=["c"]),
+            "chooses its chart with <lambda>, a Python callable; name the document with srcexpr "
+            "(SrcChoice), or load the chart from SCXML",
+        ),
+    ],
+)
+def test_a_site_an_invoke_cannot_say_is_refused(site: Site[Any], message: str) -> None:
+    """A task, fan-out, retried, recursive or output-mapping site, a Python input or chart choice, and a
+    child chart the chart does not carry have no ``<invoke>`` form (SCXML 6.4): refused, naming the
+    state, the site and the fix."""
+    refused = refusal(Chart("t", state("a", invoke=[site]), companions=[COMPANION]))
+    assert f"state 'a': site 'kid' (<invoke>) {message}" in refused
+
+
+def test_a_python_finalize_action_is_refused() -> None:
+    """``<finalize>`` holds executable content (SCXML 6.5): a function action there is refused."""
+    site = invoke("kid", chart="c", finalize=[lambda context, event: None])
+    refused = refusal(Chart("t", state("a", invoke=[site]), companions=[COMPANION]))
+    assert "finalize of site 'kid' (<invoke>) in state 'a': assign " in refused
+    assert "<lambda> is a Python callable; write it as <assign> or <script>" in refused
+
+
+def test_a_child_charts_problems_are_listed_as_the_sites() -> None:
+    """The inline child document must dump too (SCXML 6.4): its problems name the site and the child."""
+    child = Chart("c", state("c", on=[transition("go", "c", guard=lambda context, event: True)]))
+    refused = refusal(Chart("t", state("a", invoke=[invoke("kid", chart="c")]), companions=[child]))
+    assert (
+        "state 'a': site 'kid' (<invoke>): in chart 'c': transition #0 (on go) of state 'c': guard" in refused
+    )
+
+
+def test_send_child_is_refused_with_its_send_rewrite() -> None:
+    """``send_child`` is not written; ``<send target="#_<invokeid>">`` reaches the child (SCXML 6.2.4)."""
+    chart = Chart(
+        "t",
+        state("a", entry=[send_child("kid", "ping")], invoke=[invoke("kid", chart="c")]),
+        companions=[COMPANION],
+    )
+    assert "write send('ping', target='#_kid'), which is <send target=\"#_kid\">" in refusal(chart)
 
 
 def test_a_delayed_transition_is_refused_with_its_rewrite() -> None:

@@ -704,3 +704,21 @@ def test_event_data_that_is_not_json_raises_error_execution_and_sends_nothing() 
     )
     assert snapshot.timers == ()
     assert "event data must be JSON" in failures(effects)[0].message
+
+
+def test_idlocation_survives_late_binding_and_a_failing_one_stops_no_onentry(tmp_path: Path) -> None:
+    """The invoke id is stored after late-bound data; a failing idlocation is a block of its own (6.4.1)."""
+    (tmp_path / "child.scxml").write_text(CHILD)
+    chart = load(
+        doc(
+            '<state id="s"><datamodel><data id="iid" expr="1"/><data id="ran" expr="False"/></datamodel>'
+            '<invoke src="child.scxml" idlocation="iid"/><invoke src="child.scxml" idlocation="missing[0]"/>'
+            '<onentry><assign location="ran" expr="True"/></onentry></state>',
+            attributes='binding="late"',
+        ),
+        base=tmp_path,
+    )
+    snapshot, effects = start(chart, session=SESSION)
+    assert snapshot.context["iid"] == "s-invoke"
+    assert snapshot.context["ran"] is True
+    assert len(failures(list(effects))) == 1
