@@ -38,8 +38,10 @@ SYSTEM_VARIABLES = ("_event", "_sessionid", "_name", "_ioprocessors")
 class Datamodel:
     """The variables of an SCXML instance: name -> JSON value.
 
-    ``bound`` lists the states whose late-bound ``<data>`` has been assigned
-    (SCXML 5.3, ``binding="late"``).
+    ``bound`` records what initialisation must not repeat: the states whose
+    late-bound ``<data>`` has been assigned (SCXML 5.3, ``binding="late"``),
+    and, as ``"=<name>"``, the variables an invoker's params gave a value
+    (6.4), whose ``<data>`` expressions are then not evaluated.
     """
 
     vars: dict[str, JsonValue] = attrs.field(factory=dict)
