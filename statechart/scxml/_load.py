@@ -102,7 +102,7 @@ class Node:
         return [c for c in self.children if not c.foreign and (not tags or c.tag in tags)]
 
 
-def parse(text: str, source: str) -> Node:
+def parse(text: str | bytes, source: str) -> Node:
     """Parse the document with expat into :class:`Node` values with line numbers."""
     parser = xml.parsers.expat.ParserCreate(namespace_separator=" ")
     stack: list[Node] = []

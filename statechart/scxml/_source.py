@@ -12,8 +12,8 @@ from pathlib import Path
 
 import attrs
 
-Source = str | os.PathLike[str]
-"""A path, or an SCXML document's text (anything whose first non-blank character is ``<``)."""
+Source = str | bytes | os.PathLike[str]
+"""A path, or an SCXML document's text (anything whose first non-blank character is ``<``) or bytes."""
 
 Folder = Path | None
 """Where relative ``src`` attributes are read from (``None``: nowhere)."""
@@ -23,7 +23,7 @@ Folder = Path | None
 class Document:
     """A document's text, the label its problems are reported under, and its folder for relative ``src``."""
 
-    text: str | None
+    text: str | bytes | None
     label: str
     folder: Path | None
     stem: str | None
@@ -31,24 +31,33 @@ class Document:
 
 
 def is_text(source: Source) -> bool:
-    """Whether ``source`` is a document's text rather than a path."""
-    return isinstance(source, str) and source.lstrip().startswith("<")
+    """Whether ``source`` is a document's text (or bytes) rather than a path."""
+    return isinstance(source, bytes) or (isinstance(source, str) and source.lstrip().startswith("<"))
 
 
 def read_document(source: Source, base: Source | None) -> Document:
-    """Read the document (or take its text); ``error`` says why it could not be read."""
+    """Read the document (or take its text); ``error`` says why it could not be read.
+
+    A file is read as bytes, so the XML declaration's encoding applies (UTF-8 when it names none).
+    """
+    if base is not None and not isinstance(base, str | os.PathLike):
+        raise TypeError(f"load(base=...) takes a folder path, got {type(base).__name__} {base!r}")
     folder = Path(base) if base is not None else None
-    if is_text(source):
-        assert isinstance(source, str)
+    if isinstance(source, str | bytes) and is_text(source):
         return Document(source, "<text>", folder, None)
+    if not isinstance(source, str | os.PathLike) or source == "":
+        raise TypeError(
+            f"load() takes a path or an SCXML document's text (str or bytes), got {type(source).__name__} "
+            f"{source!r}"
+        )
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         return Document(
             None, str(path), folder, path.stem, f"cannot read the document: {error.strerror or error}"
         )
-    return Document(text, str(path), folder or path.parent, path.stem)
+    return Document(data, str(path), folder or path.parent, path.stem)
 
 
 def canonical(label: str) -> str:
@@ -72,6 +81,8 @@ def read_relative(folder: Path | None, src: str) -> tuple[str | None, str | None
         return path.read_text(encoding="utf-8"), None
     except OSError as error:
         return None, f"cannot read src={src!r}: {error.strerror or error}"
+    except UnicodeDecodeError as error:
+        return None, f"src={src!r} is not UTF-8 text ({error.reason} at byte {error.start})"
 
 
 def document_key(folder: Folder | str, src: str) -> str | None:

@@ -83,7 +83,6 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
-
 def _chart(case: Case) -> Chart[Any]:
     text = translate_document(case.document.read_text(encoding="utf-8"))
     return load(text, name=case.name.replace("/", ".").replace("+", "_"), base=case.document.parent)

@@ -722,3 +722,27 @@ def test_idlocation_survives_late_binding_and_a_failing_one_stops_no_onentry(tmp
     assert snapshot.context["iid"] == "s-invoke"
     assert snapshot.context["ran"] is True
     assert len(failures(list(effects))) == 1
+
+
+def test_a_file_is_read_in_the_encoding_its_declaration_names(tmp_path: Path) -> None:
+    """A document file is bytes: its declared encoding applies; bad bytes are refused with the line."""
+    latin = tmp_path / "latin.scxml"
+    latin.write_bytes(
+        b'<?xml version="1.0" encoding="ISO-8859-1"?>'
+        + doc('<state id="s"><onentry><log label="caf\xe9"/></onentry></state>').encode("latin-1")
+    )
+    _, effects = start(load(latin), session=SESSION)
+    assert [e.label for e in effects if isinstance(e, Logged)] == ["café"]
+    broken = tmp_path / "broken.scxml"
+    broken.write_bytes(doc('<state id="\xff"/>').encode("latin-1"))
+    with pytest.raises(ScxmlError, match="line 1: not well-formed XML"):
+        load(broken)
+
+
+def test_bytes_are_a_document_and_other_values_are_refused_by_type() -> None:
+    """load() takes a path, the document's text or its bytes; anything else is a TypeError naming it."""
+    assert load(doc("<state id='s'/>").encode()).name == "t"
+    with pytest.raises(TypeError, match="got int 123"):
+        load(123)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="got str ''"):
+        load("")
