@@ -351,14 +351,15 @@ class Engine(Application[UUID]):
 
     def register(self, chart: Chart[Any]) -> None:
         """Register a chart under its name, with the companion charts it invokes (``Chart.companions``)."""
-        self.registry.add(chart)
-        for registered in (chart, *chart.companions):
+        self.registry.add(chart)  # adds the companions too, and refuses a clash of names
+        pending = [chart]
+        while pending:
+            registered = pending.pop()
             if self.charts.get(registered.name) is registered:
                 continue
             self.charts[registered.name] = registered
             self._codecs[registered.name] = SnapshotCodec(registered)
-            if registered is not chart:
-                self.register(registered)
+            pending.extend(registered.companions)
 
     def _record_chart_versions(self) -> None:
         """Store each registered chart's shape once, so later versions can be compared with it."""

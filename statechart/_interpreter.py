@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -921,11 +921,7 @@ def start(
         )
     empty: Snapshot[C] = Snapshot(chart.name, Status.RUNNING, (), (), context, time=now, lineage=lineage)
     run = Run(chart, empty, now, session)
-    token = _CURRENT.set(Scope(run))
-    try:
-        run.macrostep(None)
-    finally:
-        _CURRENT.reset(token)
+    _scoped(run, run.macrostep, None)
     return run.snapshot(), tuple(run.effects)
 
 
@@ -945,11 +941,7 @@ def step(
     """
     _check_event(chart, snapshot, event)
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
-    token = _CURRENT.set(Scope(run))
-    try:
-        run.macrostep(event)
-    finally:
-        _CURRENT.reset(token)
+    _scoped(run, run.macrostep, event)
     if run.rejected:
         return snapshot, tuple(run.effects)
     return run.snapshot(), tuple(run.effects)
@@ -976,12 +968,17 @@ def fire(
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     del run.timers[timer_id]
     run.timers_changed = True
+    _scoped(run, _fire, run, timer)
+    return run.snapshot(), tuple(run.effects)
+
+
+def _scoped(run: Run, work: Callable[..., None], *args: Any) -> None:
+    """``work(*args)`` with ``run`` as the scope its callables see (:func:`statechart.current`)."""
     token = _CURRENT.set(Scope(run))
     try:
-        _fire(run, timer)
+        work(*args)
     finally:
         _CURRENT.reset(token)
-    return run.snapshot(), tuple(run.effects)
 
 
 def _fire(run: Run, timer: Timer) -> None:
@@ -1015,11 +1012,7 @@ def stop(
         raise errors.InstanceFinished(chart.name, snapshot.status.value, "stop")
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     run.event = Event("stop", reason, EventKind.PLATFORM)
-    token = _CURRENT.set(Scope(run))
-    try:
-        run.finish()
-    finally:
-        _CURRENT.reset(token)
+    _scoped(run, run.finish)
     run.steps += 1
     run.status = Status.STOPPED
     run.effects.append(Stopped(reason))

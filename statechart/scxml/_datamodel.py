@@ -18,9 +18,9 @@ modules it binds live only while it runs.
 from __future__ import annotations
 
 import builtins
-import copy
+import functools
 from collections.abc import Callable, Mapping
-from types import CodeType, FunctionType, ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 import attrs
@@ -80,7 +80,7 @@ class EventView:
             origin,
             SCXML_PROCESSOR if origin is not None else None,
             event.invoke_id.site if event.invoke_id is not None else None,
-            copy.deepcopy(event.data),
+            copy_json(event.data),
         )
 
 
@@ -137,7 +137,7 @@ def namespace(model: Datamodel, event: Event | None) -> dict[str, Any]:
     scope = current()
     session = scope.session
     location = f"#_scxml_{session}" if session is not None else None
-    values: dict[str, Any] = copy.deepcopy(model.vars)
+    values: dict[str, Any] = copy_json(model.vars)  # type: ignore[assignment]
     values["__builtins__"] = builtins
     view = EventView.of(event)
     if view is not None:  # 5.10.1: _event is not bound until the first event is processed
@@ -157,13 +157,22 @@ def evaluate(code: Code, model: Datamodel, event: Event | None) -> Any:
     return code.run(namespace(model, event))
 
 
-def _kept(model: Datamodel, values: Mapping[str, Any], where: str) -> dict[str, JsonValue]:
+def copy_json(value: JsonValue) -> JsonValue:
+    """A deep copy of JSON data (what every evaluation works on, so the stored datamodel never changes)."""
+    if type(value) is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if type(value) is list:
+        return [copy_json(item) for item in value]
+    return value
+
+
+def _kept(values: Mapping[str, Any]) -> dict[str, JsonValue]:
     """The variables after a script: JSON values kept, helpers dropped, system variables untouched."""
     kept: dict[str, JsonValue] = {}
     for name, value in values.items():
         if name.startswith("__") or name in SYSTEM_VARIABLES or name == "In":
             continue
-        if isinstance(value, FunctionType | type | ModuleType) or callable(value):
+        if isinstance(value, ModuleType) or callable(value):
             continue
         kept[name] = check_json(value, name)
     return kept
@@ -178,7 +187,7 @@ def run_script(code: Code, model: Datamodel, event: Event | None) -> Datamodel:
         if values.get(name) is not before:
             raise ExpressionError(f"{code.where}: {name} is a read-only system variable (SCXML 5.10)")
     try:
-        return attrs.evolve(model, vars=_kept(model, values, code.where))
+        return attrs.evolve(model, vars=_kept(values))
     except TypeError as error:
         raise ExpressionError(
             f"{code.where}: the datamodel holds JSON values only, and the script left {error}"
@@ -200,20 +209,18 @@ def assign(model: Datamodel, location: str, value: Any, where: str) -> Datamodel
                 f"{where}: cannot assign to {name!r}: no such variable in the datamodel; "
                 "declare it with <data id=...> (SCXML 5.4)"
             )
-        return attrs.evolve(model, vars={**model.vars, name: copy.deepcopy(value)})
+        return attrs.evolve(model, vars={**model.vars, name: copy_json(value)})
     values = namespace(model, None)
-    values["__value__"] = copy.deepcopy(value)
-    Code(f"{name} = __value__", where, "exec").run(values)
+    values["__value__"] = copy_json(value)
+    _store(name, where).run(values)
     values.pop("__value__")
-    return attrs.evolve(model, vars=_kept(model, values, where))
+    return attrs.evolve(model, vars=_kept(values))
 
 
-def declare(model: Datamodel, names: list[str]) -> Datamodel:
-    """Declare variables (unassigned: ``None``) that the datamodel does not hold yet."""
-    missing = {name: None for name in names if name not in model.vars}
-    if not missing:
-        return model
-    return attrs.evolve(model, vars={**model.vars, **missing})
+@functools.lru_cache(maxsize=1024)
+def _store(location: str, where: str) -> Code:
+    """The compiled ``<location> = __value__`` of an assign to a part of a variable."""
+    return Code(f"{location} = __value__", where, "exec")
 
 
 def from_input(names: list[str]) -> Callable[[JsonValue], Datamodel]:

@@ -54,9 +54,11 @@ from statechart.scxml._source import (
     Source,
     canonical,
     document_key,
+    folder_of,
     read_document,
     read_relative,
     sibling_documents,
+    stem_of,
 )
 
 INVOKE_TYPES = ("scxml", "http://www.w3.org/TR/scxml/", "http://www.w3.org/TR/scxml")
@@ -455,20 +457,21 @@ class _Loader:
                     for child in node.elements("datamodel"):
                         self.setup.extend(self.datamodel(child))
         for child in root.elements("script"):
-            self.setup.append(Block(tuple(self.script(child))))
+            script = self.script(child)
+            if script is not None:
+                self.setup.append(Block((script,)))
         states = [self.state(child) for child in root.elements("state", "parallel", "final")]
         for child in root.elements():
             if child.tag not in ("state", "parallel", "final", "datamodel", "script"):
                 self.problem(
                     child, "not allowed in <scxml>; use <state>, <parallel>, <final>, <datamodel>, <script>"
                 )
-        chart_name = name or root.attrs.get("name") or "scxml"
         if self.problems:
             raise ScxmlError(self.source, self.problems)
         initial = root.attrs.get("initial")
         try:
             return Chart(
-                chart_name,
+                self.chart_name,
                 *states,
                 context=Datamodel,
                 initial=initial.split() if initial else None,
@@ -718,26 +721,11 @@ class _Loader:
         for path in sibling_documents(self.base):
             if path in self.loading:
                 continue
-            known = self.by_path.get(path)
-            if known is not None:
-                charts[path] = known.name
-                continue
-            text, problem = read_relative(None, path)
-            if text is None:
-                unloadable[path] = problem or "cannot be read"
-                continue
-            try:
-                root = parse(text, path)
-                stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-                chart = _Loader(path, self.base, self.loading).document(
-                    root, root.attrs.get("name") or _stable(stem)
-                )
-            except ScxmlError as error:
-                unloadable[path] = "; ".join(error.problems)
-                continue
-            self.companions.append(chart)
-            self.by_path[path] = chart
-            charts[path] = chart.name
+            chart, problems = self.load_file(path)
+            if chart is None:
+                unloadable[path] = "; ".join(problems)
+            else:
+                charts[path] = chart.name
         if not charts:
             self.problem(
                 node, f"srcexpr= may only name SCXML documents beside this one, and {self.base} has none"
@@ -746,31 +734,35 @@ class _Loader:
         return SrcChoice(self.code(node, "srcexpr"), str(self.base), charts, unloadable)
 
     def child_document(self, node: Node, src: str) -> Chart[Any] | None:
-        known = self.by_path.get(document_key(self.base, src) or "")
-        if known is not None:
-            return known
-        text = self.read(node, src)
-        if text is None:
+        path = document_key(self.base, src)
+        if path is None:
+            self.problem(node, f"src={src!r} is relative and the document has no folder; pass load(base=...)")
             return None
-        label = src if self.base is None else str(self.base / src)
-        if canonical(label) in self.loading:
+        if path in self.loading:
             self.problem(node, f"src={src!r} invokes a document that is already being loaded (a cycle)")
             return None
-        try:
-            root = parse(text, label)
-            stem = src.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            folder = (self.base / src).parent if self.base is not None else None
-            chart = _Loader(label, folder, self.loading).document(
-                root, root.attrs.get("name") or _stable(stem)
-            )
-        except ScxmlError as error:
-            self.problems.extend(f"in {label} invoked at line {node.line}: {p}" for p in error.problems)
-            return None
-        self.companions.append(chart)
-        key = document_key(self.base, src)
-        if key is not None:
-            self.by_path[key] = chart
+        chart, problems = self.load_file(path)
+        if chart is None:
+            self.problems.extend(f"in {path} invoked at line {node.line}: {p}" for p in problems)
         return chart
+
+    def load_file(self, path: str) -> tuple[Chart[Any] | None, list[str]]:
+        """The chart of the document at the real ``path``, loaded once per document; else its problems."""
+        known = self.by_path.get(path)
+        if known is not None:
+            return known, []
+        text, problem = read_relative(None, path)
+        if text is None:
+            return None, [problem or f"cannot read {path}"]
+        try:
+            root = parse(text, path)
+            name = root.attrs.get("name") or _stable(stem_of(path))
+            chart = _Loader(path, folder_of(path), self.loading).document(root, name)
+        except ScxmlError as error:
+            return None, list(error.problems)
+        self.companions.append(chart)
+        self.by_path[path] = chart
+        return chart, []
 
     def inline_document(self, root: Node, name: str) -> Chart[Any] | None:
         try:
@@ -824,7 +816,7 @@ class _Loader:
         if tag == "assign":
             return self.assign(node)
         if tag == "script":
-            return self.script_action(node)
+            return self.script(node)
         if tag == "if":
             return self.if_(node)
         if tag == "foreach":
@@ -836,20 +828,16 @@ class _Loader:
         self.problem(node, "is not executable content (SCXML 4)")
         return None
 
-    def script_action(self, node: Node) -> Action | None:
-        actions = self.script(node)
-        return actions[0] if actions else None
-
-    def script(self, node: Node) -> list[Action]:
+    def script(self, node: Node) -> Action | None:
         if "src" in node.attrs:
             if node.text.strip():
                 self.problem(node, "takes src= or inline code, not both")
             text = self.read(node, node.attrs["src"])
             if text is None:
-                return []
+                return None
         else:
             text = node.text
-        return [Assign(Script(Code(text, self.where(node), "exec")), "script")]
+        return Assign(Script(Code(text, self.where(node), "exec")), "script")
 
     def assign(self, node: Node) -> Action | None:
         location = node.attrs.get("location")

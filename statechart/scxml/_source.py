@@ -95,6 +95,16 @@ def document_key(folder: Folder | str, src: str) -> str | None:
     return os.path.realpath(path)
 
 
+def folder_of(path: str) -> Path:
+    """The folder of a document's real path (where its own relative ``src`` are read from)."""
+    return Path(path).parent
+
+
+def stem_of(path: str) -> str:
+    """A document's file name without its extension (its chart's name when the document names none)."""
+    return Path(path).stem
+
+
 def sibling_documents(folder: Folder) -> list[str]:
     """The SCXML documents (``*.scxml``) in ``folder``, sorted: the documents a ``srcexpr`` may name."""
     if folder is None:

@@ -746,3 +746,11 @@ def test_bytes_are_a_document_and_other_values_are_refused_by_type() -> None:
         load(123)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="got str ''"):
         load("")
+
+
+def test_a_child_document_without_a_name_is_named_by_its_file_whatever_the_src_form(tmp_path: Path) -> None:
+    """A child document with no name attribute takes its file's stem, for src='x.scxml' and 'file:x.scxml'."""
+    (tmp_path / "anon.scxml").write_text(CHILD.replace(' name="child"', ""))
+    for src in ("anon.scxml", "file:anon.scxml", "./anon.scxml"):
+        chart = load(doc(f'<state id="s"><invoke id="kid" src="{src}"/></state>'), base=tmp_path)
+        assert [c.name for c in chart.companions] == ["anon"], src
