@@ -64,6 +64,7 @@ from statechart.scxml._load import (
     Value,
     _bind,
     _Expr,
+    generated_invoke_id,
 )
 
 _LOADED_MAX_MICROSTEPS: int = inspect.signature(Chart.__init__).parameters["max_microsteps"].default
@@ -147,12 +148,6 @@ def _late_data(state_id: str, entry: tuple[Action[Any], ...]) -> list[DataInit] 
     return inits if len(inits) == len(blocks) else None
 
 
-def _generated_id(state_id: str, position: int) -> str:
-    """The id the loader gives the ``position``-th ``<invoke>`` of a state when it has none (6.4.1)."""
-    token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
-    return f"{token}-invoke{position or ''}"
-
-
 def _id_locations(node: StateNode[Any]) -> tuple[dict[str, str], tuple[Action[Any], ...]]:
     """Each site's ``idlocation``, and the entry without the assigns the loader builds for them (6.4).
 
@@ -173,7 +168,7 @@ def _id_locations(node: StateNode[Any]) -> tuple[dict[str, str], tuple[Action[An
             and type(inner.fn) is AssignExpr
             and inner.fn.value == Constant(site.id)
             and inner.name == f"idlocation {site.id}"
-            and site.id == _generated_id(node.id, position)
+            and site.id == generated_invoke_id(node.id, position)
         ):
             locations[site.id] = inner.fn.location
             rest = rest[1:]

@@ -640,8 +640,7 @@ class _Loader:
                 self.problem(node, f"takes {first}= or {second}=, not both (SCXML 6.4)")
         if "type" in a and a["type"] not in INVOKE_TYPES:
             self.problem(node, f"type={a['type']!r} is not supported; invoke SCXML documents (type='scxml')")
-        token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
-        site_id = a.get("id") or (f"{token}-invoke{position}" if position else f"{token}-invoke")
+        site_id = a.get("id") or generated_invoke_id(state_id, position)
         contents = node.elements("content")
         child: Chart[Any] | None = None
         choice: SrcChoice | None = None
@@ -1000,6 +999,12 @@ def load(source: Source, *, name: str | None = None, base: Source | None = None)
     root = parse(document.text, document.label)
     fallback = root.attrs.get("name") or (_stable(document.stem) if document.stem else "scxml")
     return _Loader(document.label, document.folder).document(root, name or fallback)
+
+
+def generated_invoke_id(state_id: str, position: int) -> str:
+    """The id of the ``position``-th ``<invoke>`` of a state that gives none: one site token (6.4.1)."""
+    token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
+    return f"{token}-invoke{position or ''}"
 
 
 def _stable(stem: str) -> str:
