@@ -1,0 +1,88 @@
+"""The pure parts of ``bench.peers``: its options and its tables (no DBOS launch, no database)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+pytest.importorskip("dbos", reason="bench.peers compares with DBOS Transact: pip install -e '.[bench]'")
+
+from bench import _common as common
+from bench import peers
+
+
+def test_quick_and_full_sizes_fill_the_unset_options() -> None:
+    full = peers.parse([])
+    assert (full.rounds, full.serial, full.batches, full.pending) == (3, 200, 5, 1_000)
+    assert full.workload == list(peers.WORKLOADS) and full.store == "all"
+    quick = peers.parse(["--quick", "--pending", "50"])
+    assert (quick.rounds, quick.serial, quick.batches, quick.pending) == (1, 20, 1, 50)
+
+
+def test_workloads_are_a_comma_separated_list_kept_in_bench_order() -> None:
+    assert peers.workloads("recovery, serial") == ["serial", "recovery"]
+    assert peers.workloads("all") == list(peers.WORKLOADS)
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown workload"):
+        peers.workloads("serial,latency")
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--seconds", "0"], ["--workload", "nope"]])
+def test_invalid_options_exit_2(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        peers.parse(argv)
+    assert raised.value.code == 2
+
+
+def test_missing_dbos_exits_2_with_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(peers, "dbos_available", lambda: False)
+    assert peers.main(["--workload", "serial"]) == 2
+    assert "pip install -e '.[bench]'" in capsys.readouterr().err
+
+
+def test_shares_split_the_counters_between_processes() -> None:
+    assert peers.shares(100, 2) == [50, 50]
+    assert peers.shares(7, 3) == [3, 2, 2]
+
+
+def test_rate_and_ratio_rows() -> None:
+    rates = {"incarnate": [100.0, 120.0, 110.0], "dbos": [50.0, 60.0, 55.0]}
+    rows = list(peers.rate_rows(200)(rates))
+    assert rows[0].split()[:3] == ["incarnate", "200", "110.0"]
+    assert rows[1].split()[:4] == ["dbos", "200", "55.0", "18.18"]
+    (ratio,) = peers.rate_ratio_rows("serial")(rates)
+    assert "2.00x" in ratio and ratio.rstrip().endswith("-")
+
+
+def test_recovery_ratios_put_dbos_over_incarnate() -> None:
+    def recovery(first: float, last: float) -> peers.Recovery:
+        return peers.Recovery(pending=1_000, build=1.0, ready=0.5, first=first, last=last)
+
+    result = {
+        "incarnate": [recovery(0.2, 2.0), recovery(0.3, 2.5)],
+        "dbos": [recovery(1.2, 12.0), recovery(1.5, 15.0)],
+    }
+    rows = list(peers.recovery_rows(result))
+    assert rows[0].split()[:2] == ["incarnate", "1,000"]
+    total, first = peers.recovery_ratio_rows(result)
+    assert "6.00x" in total and total.endswith("met") and ">= 5x" in total
+    assert "5.40x" in first and ">= 1x" in first
+
+
+def test_throughput_rows_hold_the_absolute_target_and_the_scaling() -> None:
+    rates = {1: [1_000.0, 1_100.0, 900.0], 2: [1_800.0, 1_900.0, 1_700.0]}
+    one, two = peers.throughput_target_rows(("postgres", rates))
+    assert one.split()[-2:] == ["not", "met"] and ">= 2,000" in one
+    assert "1.80x" in two and two.endswith("met") and not two.endswith("not met")
+    (only,) = peers.throughput_target_rows(("sqlite", {1: [3_500.0]}))
+    assert only.endswith(" met") and ">= 3,000" in only
+
+
+def test_tables_print_under_their_headers(capsys: pytest.CaptureFixture[str]) -> None:
+    rates = {"sqlite": {"incarnate": [10.0], "dbos": [5.0]}}
+    common.print_table(peers.RATES_HEADER, rates, peers.rate_rows(20))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["store", "side", "workflows"]
+    assert [line.split()[:2] for line in lines[1:]] == [["sqlite", "incarnate"], ["sqlite", "dbos"]]
