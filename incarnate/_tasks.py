@@ -121,8 +121,9 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
         raised = error  # logged once the failure is committed (a fenced outcome is no fact)
         failure = {"error": type(error).__name__, "message": str(error)}
+    fresh = False  # this engine's last copies of the task and its parent; a stale one conflicts
     for _ in range(20):
-        uow = UnitOfWork(engine)
+        uow = UnitOfWork(engine, fresh=fresh)
         task = uow.load(instance_id)
         if task is None or task.record.status is not InstanceStatus.BORN:
             return None
@@ -144,6 +145,7 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         try:
             engine.commit(uow)
         except IntegrityError:
+            fresh = True
             continue
         engine.enact(uow)
         if kind == "failed":
