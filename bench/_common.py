@@ -90,14 +90,18 @@ class Postgres:
             f"{POSTGRES_PORT}/{POSTGRES_DBNAME}"
         )
 
-    def fresh(self, schema: str) -> Storage:
-        """Create ``schema`` (dropped with the connection) and return the storage that uses it."""
+    def create_schema(self, schema: str) -> None:
+        """Create ``schema``, dropped with the connection."""
         from psycopg import sql
-
-        from incarnate import Storage
 
         self.connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         self.schemas.append(schema)
+
+    def fresh(self, schema: str) -> Storage:
+        """Create ``schema`` (dropped with the connection) and return the storage that uses it."""
+        from incarnate import Storage
+
+        self.create_schema(schema)
         return Storage.postgres(
             POSTGRES_DBNAME, host=POSTGRES_HOST, port=POSTGRES_PORT, user=self.user, schema=schema
         )

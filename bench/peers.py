@@ -297,8 +297,6 @@ def postgres_backend() -> Iterator[Backend | None]:
         if postgres is None:
             yield None
             return
-        from psycopg import sql
-
         prefix = f"bench_peers_{uuid.uuid4().hex[:8]}"
         user = postgres.user
         conninfo = (
@@ -310,8 +308,7 @@ def postgres_backend() -> Iterator[Backend | None]:
             schema = f"{prefix}_{label}_{side}".replace("-", "_")
             if side == "incarnate":
                 return Place("postgres", postgres.fresh(schema).url(), schema=schema, conninfo=conninfo)
-            postgres.connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-            postgres.schemas.append(schema)
+            postgres.create_schema(schema)
             url = (
                 f"postgresql://{user}@{common.POSTGRES_HOST}:{common.POSTGRES_PORT}/{common.POSTGRES_DBNAME}"
             )
