@@ -12,6 +12,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 from uuid import UUID
@@ -43,7 +44,7 @@ from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, 
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
 from incarnate._migration import DEFAULT_BATCH_SIZE, InstanceVerdict, MigrationReport, apply, check
-from incarnate._ownership import TakeOver, is_live, take_over
+from incarnate._ownership import TakeOver, is_live, take_over, take_over_batch
 from incarnate._process import Decision, decide
 from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
 from incarnate._runners import DeterministicRunner, Runner
@@ -84,6 +85,8 @@ log = logging.getLogger("incarnate.engine")
 C = TypeVar("C")
 
 MAX_CONFLICT_RETRIES = 20
+RESUME_BATCH = 100
+"""Call trees :meth:`Engine.resume_all` claims in one save (each read once, acquired as soon as claimed)."""
 RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
 """Event names that report a child's outcome: they must carry the invoke id of its incarnation."""
 DEFAULT_CACHE_SIZE = 50_000
@@ -503,7 +506,7 @@ class Engine(Application[UUID]):
         uow.created[instance.id] = instance
         decide(self, uow, instance, careful=False)
         self.commit(uow)
-        if self._has_work(instance):
+        if self.has_work(instance):
             uow.follow(instance.id)
         self.enact(uow)
         return InstanceHandle(self, instance.id, chart)
@@ -562,7 +565,10 @@ class Engine(Application[UUID]):
         """Durably accept an event for an instance; returns its inbox sequence number.
 
         The event is in the store when this returns and is processed exactly
-        once. With ``key``, a repeated send with the same key is accepted once:
+        once. When this engine runs the instance on a ``ThreadedRunner`` and
+        no worker is on it, the calling thread also takes the macrostep the
+        event causes, in the same commit (see ``ThreadedRunner.inline``).
+        With ``key``, a repeated send with the same key is accepted once:
         every repeat returns None, whatever the instance's status (running,
         finished, cancelled, failed). A new key, or no key, to a finished
         instance raises :class:`InstanceTerminated`.
@@ -601,6 +607,7 @@ class Engine(Application[UUID]):
         # Only the holder's last copy is likely current: another engine (a web handler's, a CLI
         # client's) reads fresh, or its save would fail the version check once per send.
         fresh = instance_id not in self.held
+        along = True  # consume it in the same commit when this engine runs the instance
         for _ in range(MAX_CONFLICT_RETRIES):
             instance = self.instance(instance_id, fresh=fresh)
             if fresh:
@@ -619,14 +626,49 @@ class Engine(Application[UUID]):
                     fresh = True
                     continue
                 return None
-            try:
-                self.save_instances(instance)
-            except IntegrityError:
-                fresh = True
-                continue
-            self.runner.notify(instance_id)
+            uow = UnitOfWork(self, fresh=fresh)
+            uow.include(instance)
+            uow.sent = (instance_id, message.seq)
+            uow.follow(instance_id)
+            with self.inline(instance_id, along) as inline:
+                stepped = None
+                if inline:
+                    try:
+                        stepped = self.step_along(uow, instance_id, careful=fresh)
+                    except Exception:  # the runner's processing meets it again and reports it
+                        log.debug("%s is stepped by the runner", instance_id, exc_info=True)
+                        along = False
+                        continue
+                try:
+                    self.commit(uow)
+                except IntegrityError:
+                    fresh = True
+                    continue
+                except PayloadTooLarge:
+                    if stepped is None:
+                        raise
+                    along = False  # accepted alone; the runner's processing refuses the step
+                    continue
+                self.settle_along(uow, stepped)
+                self.enact(uow)
             return message.seq
         raise StorageError(f"could not accept an event for {instance_id}: too many concurrent writers")
+
+    def inline(self, instance_id: UUID | None, wanted: bool = True) -> AbstractContextManager[bool]:
+        """Whether the calling thread may step ``instance_id`` now, held for the block.
+
+        The runner decides (its ``inline``): a threaded runner while it runs
+        and no worker is on the instance, the deterministic runner inside
+        ``run_until_idle``; a runner without ``inline`` never. ``send`` and a
+        task's outcome use it to commit the macrostep their message causes
+        with the message.
+        """
+        acquired = instance_id is not None and instance_id in self.acquired
+        inline = getattr(self.runner, "inline", None) if wanted and acquired else None
+        if inline is None:
+            return contextlib.nullcontext(False)
+        held: AbstractContextManager[bool] = inline(instance_id)
+        return held
 
     def cancel(self, instance_id: UUID, reason: str = "cancelled by an operator") -> bool:
         """Ask an instance to stop (its children are cancelled in cascade)."""
@@ -1094,7 +1136,7 @@ class Engine(Application[UUID]):
                 and record.status is InstanceStatus.BORN
                 and record.cancel is None
             ):
-                return run_task(self, instance_id)
+                return run_task(self, instance)
             decision = decide(self, uow, instance, careful=careful)
             if decision is None:
                 if not fresh:
@@ -1106,13 +1148,57 @@ class Engine(Application[UUID]):
             except IntegrityError:
                 careful = fresh = True
                 continue
-            if self._has_work(instance):
+            if self.has_work(instance):
                 uow.follow(instance_id)
             self.enact(uow)
             return decision
         raise StorageError(f"could not commit work for {instance_id}: too many concurrent writers")
 
-    def _has_work(self, instance: Instance) -> bool:
+    def step_along(self, uow: UnitOfWork, instance_id: UUID | None, *, careful: bool) -> Instance | None:
+        """Add the next macrostep of an instance ``uow`` wrote to if this engine runs it; that instance.
+
+        An event accepted for an instance this engine holds and has
+        acquired (a message sent to it, a task's outcome for its parent) is
+        then consumed in the same commit as its acceptance, instead of in a
+        second one after the runner picks the instance up. Nothing is added
+        (None) for an instance not in ``uow``, not held and acquired here,
+        fenced, parked or in a parked tree, finished, or a task; the runner
+        then steps it as before. After the commit, :meth:`settle_along`
+        keeps the runner's follow-up only if more work is due.
+        """
+        if instance_id is None or instance_id in self._fenced or instance_id not in self.acquired:
+            return None
+        instance = uow.loaded.get(instance_id)
+        if instance is None:
+            return None
+        record = instance.record
+        if (
+            record.kind is not InstanceKind.CHART
+            or record.status.finished
+            or record.status is InstanceStatus.PARKED
+            or record.owner != self.engine_id
+            or self.held.get(instance_id) != record.incarnation
+        ):
+            return None
+        if record.root != instance_id:
+            root = uow.load(record.root)
+            if root is not None and root.record.status is InstanceStatus.PARKED:
+                return None
+        uow.fence(instance)
+        if decide(self, uow, instance, careful=careful) is None:
+            return None
+        return instance
+
+    def settle_along(self, uow: UnitOfWork, stepped: Instance | None) -> None:
+        """After :meth:`step_along`'s commit: the runner gets the stepped instance only if it has work."""
+        if stepped is None:
+            return
+        if self.has_work(stepped):
+            uow.follow(stepped.id)
+        else:
+            uow.unfollow(stepped.id)
+
+    def has_work(self, instance: Instance) -> bool:
         """Whether an instance has something to do right now (after a commit)."""
         record = instance.record
         if record.status.finished or record.status is InstanceStatus.PARKED:
@@ -1202,8 +1288,11 @@ class Engine(Application[UUID]):
 
         Each in-flight root owned by no live engine is taken over with its
         retained children (:meth:`take_over`; a child is never revived on its
-        own). Trees held by live engines are left alone, logged, and listed
-        in :attr:`left_alone` (each a :class:`TreeHeld` naming the holder). A
+        own), up to 100 trees claimed in one save; each tree goes to the
+        runner as soon as its claim has landed and its ResumePlan is
+        rebuilt, so the first trees run while later ones are read. Trees
+        held by live engines are left alone, logged, and listed in
+        :attr:`left_alone` (each a :class:`TreeHeld` naming the holder). A
         leftover child whose caller has ended is finished (its interrupted
         cancel cascade completes). A tree with a stored record that does not
         decode is parked with an incident naming it; the other trees recover
@@ -1218,13 +1307,11 @@ class Engine(Application[UUID]):
             (roots if row.parent is None else children).append(row.id)
         before = len(self.acquired)
         held_elsewhere: list[TreeHeld] = []
-        for root_id in roots:
-            try:
-                self.take_over(root_id, reason="resumed after a restart")
-            except TreeHeld as error:
-                held_elsewhere.append(error)
-            except UnknownInstance:
-                continue
+        for begin in range(0, len(roots), RESUME_BATCH):
+            _, refused = take_over_batch(
+                self, roots[begin : begin + RESUME_BATCH], reason="resumed after a restart"
+            )
+            held_elsewhere.extend(refused)
         for child_id in children:
             if child_id in self.held:
                 continue

@@ -191,7 +191,11 @@ class InstanceHandle(UUID):
         return self._engine.instance(self.id).record.status
 
     def _finished(self) -> Instance | None:
-        instance = self._engine.instance(self.id)
+        # An ending is final: a finished copy this engine committed is the stored truth,
+        # so only an unfinished one needs the store.
+        instance = self._engine.instance(self.id, fresh=False)
+        if not instance.record.status.finished:
+            instance = self._engine.instance(self.id)
         return instance if instance.record.status.finished else None
 
     def _expired(self, timeout: float | None) -> Callable[[], TimeoutError]:

@@ -19,6 +19,7 @@ engine, raises :class:`~incarnate.errors.TreeHeld` and writes nothing
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -27,7 +28,7 @@ from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance
 from aggregates.errors import CorruptRecord
-from incarnate._recovery import acquire, caller_ended, park_corrupt
+from incarnate._recovery import Stored, acquire, caller_ended, park_corrupt
 from incarnate.errors import NotARoot, StorageError, TreeHeld, UnknownInstance
 
 if TYPE_CHECKING:
@@ -55,6 +56,19 @@ def is_live(engine: Engine, owner: str) -> bool:
     return engine.coordination.is_live(owner)
 
 
+@attrs.define
+class _Survey:
+    """One call tree as read for a take-over: its members, parents first, and each one's history."""
+
+    root: UUID
+    start: Instance
+    members: list[Instance]
+    cascade: list[UUID]
+    loaded: dict[UUID, Stored]
+    previous: set[str] = attrs.field(factory=set)
+    """The owners its claimed members had before the claim."""
+
+
 def take_over(engine: Engine, root_id: UUID, *, reason: str = DEFAULT_REASON) -> TakeOver:
     """Claim the call tree of ``root_id`` for ``engine`` in one atomic save, then acquire it.
 
@@ -66,50 +80,129 @@ def take_over(engine: Engine, root_id: UUID, *, reason: str = DEFAULT_REASON) ->
     """
     for _ in range(RETRIES):
         try:
-            start = engine.instance(root_id)
-            if start.record.parent is not None:
-                _refuse_awaited_child(engine, start)
-            members, cascade = _walk(engine, start)
+            survey = _survey(engine, root_id)
         except CorruptRecord as error:
             park_corrupt(engine, error, root_id)
             return TakeOver(root_id, (), True)
-        claims = _claims(engine, root_id, members)
-        previous = {member.record.owner for member in claims}
+        claims = _claims(engine, root_id, survey.members)
+        try:
+            _claim(engine, [(survey, claims)], reason)
+        except IntegrityError:
+            continue  # someone wrote meanwhile: walk the tree again
+        return _acquire_tree(engine, survey, claims, reason)
+    raise StorageError(f"could not take over the call tree of {root_id}: too many concurrent writers")
+
+
+def take_over_batch(
+    engine: Engine, roots: Sequence[UUID], *, reason: str = DEFAULT_REASON
+) -> tuple[list[TakeOver], list[TreeHeld]]:
+    """:func:`take_over` of many roots, their claims in one atomic save; what was taken and what is held.
+
+    Each tree is read once (the same histories build its members and their
+    ResumePlans), every member to claim of every tree is claimed in one
+    save, and the trees are then acquired one after another, each handed to
+    the runner as soon as it is planned. A tree held by a live engine is
+    returned in the second list and nothing of it is written; an unknown id
+    or an awaited child is skipped. When the joint save meets a concurrent
+    write, each tree of the batch is taken over on its own.
+    """
+    taken: list[TakeOver] = []
+    held: list[TreeHeld] = []
+    surveyed: list[tuple[_Survey, list[Instance]]] = []
+    for root_id in roots:
+        try:
+            survey = _survey(engine, root_id)
+            surveyed.append((survey, _claims(engine, root_id, survey.members)))
+        except TreeHeld as error:
+            held.append(error)
+        except (NotARoot, UnknownInstance):
+            continue
+        except CorruptRecord as error:
+            park_corrupt(engine, error, root_id)
+            taken.append(TakeOver(root_id, (), True))
+    try:
+        _claim(engine, surveyed, reason)
+    except IntegrityError:
+        for survey, _ in surveyed:
+            try:
+                taken.append(take_over(engine, survey.root, reason=reason))
+            except TreeHeld as error:
+                held.append(error)
+            except (NotARoot, UnknownInstance):
+                continue
+        return taken, held
+    for survey, claims in surveyed:
+        taken.append(_acquire_tree(engine, survey, claims, reason))
+    return taken, held
+
+
+def _survey(engine: Engine, root_id: UUID) -> _Survey:
+    """Read the tree of ``root_id`` (:class:`NotARoot` for an awaited child), each member once."""
+    loaded: dict[UUID, Stored] = {}
+    loaded[root_id] = engine.read(root_id)
+    start = loaded[root_id][0]
+    if start.record.parent is not None:
+        _refuse_awaited_child(engine, start)
+    members, cascade = _walk(engine, start, loaded)
+    return _Survey(root_id, start, members, cascade, loaded)
+
+
+def _claim(engine: Engine, trees: Sequence[tuple[_Survey, list[Instance]]], reason: str) -> None:
+    """Claim the given members of the trees in one atomic save (``IntegrityError`` on a conflict).
+
+    Each claimed member's known history gains its ``Claimed`` event, so
+    acquiring it needs no second read.
+    """
+    claimed: list[tuple[_Survey, Instance]] = []
+    for survey, claims in trees:
+        survey.previous = {member.record.owner for member in claims}
         for member in claims:
             member.claim(engine.engine_id, previous_incarnation=member.record.incarnation, reason=reason)
-        if claims:
-            try:
-                engine.save_instances(*claims)
-            except IntegrityError:
-                continue  # someone wrote meanwhile: walk the tree again
-        for member in claims:
-            engine.hold(member.id, member.record.incarnation)
-        claimed = tuple(member.id for member in claims)
-        if claimed:
-            log.info(
-                "engine %s took over the call tree of %s (%d claimed, from %s): %s",
-                engine.engine_id,
-                root_id,
-                len(claimed),
-                ", ".join(sorted(previous)) or "nobody",
-                reason,
-                extra={
-                    "engine_id": engine.engine_id,
-                    "owner": engine.engine_id,
-                    "instance_id": str(root_id),
-                    "root_id": str(root_id),
-                    "chart": start.record.name,
-                    "claimed": len(claimed),
-                    "previous_owners": sorted(previous),
-                },
-            )
-        parked = not acquire(engine, root_id)
-        if not parked:
-            for child_id in cascade:
-                if child_id in engine.held and child_id not in engine.acquired:
-                    acquire(engine, child_id)  # its caller ended: finish it (FR-6)
-        return TakeOver(root_id, claimed, parked)
-    raise StorageError(f"could not take over the call tree of {root_id}: too many concurrent writers")
+            claimed.append((survey, member))
+    if not claimed:
+        return
+    written = [(survey, member, list(member.pending_events)) for survey, member in claimed]
+    try:
+        engine.save_instances(*(member for _, member in claimed))
+    except IntegrityError:
+        for survey, member in claimed:
+            survey.loaded.pop(member.id, None)
+        raise
+    for survey, member, events in written:
+        _, snapshot, history = survey.loaded[member.id]
+        survey.loaded[member.id] = (member, snapshot, [*history, *events])
+        engine.hold(member.id, member.record.incarnation)
+
+
+def _acquire_tree(engine: Engine, survey: _Survey, claims: list[Instance], reason: str) -> TakeOver:
+    """Acquire a claimed tree from what its survey read; log the take-over."""
+    root_id = survey.root
+    claimed = tuple(member.id for member in claims)
+    if claimed:
+        previous = survey.previous
+        log.info(
+            "engine %s took over the call tree of %s (%d claimed, from %s): %s",
+            engine.engine_id,
+            root_id,
+            len(claimed),
+            ", ".join(sorted(previous)) or "nobody",
+            reason,
+            extra={
+                "engine_id": engine.engine_id,
+                "owner": engine.engine_id,
+                "instance_id": str(root_id),
+                "root_id": str(root_id),
+                "chart": survey.start.record.name,
+                "claimed": len(claimed),
+                "previous_owners": sorted(previous),
+            },
+        )
+    parked = not acquire(engine, root_id, known=survey.loaded)
+    if not parked:
+        for child_id in survey.cascade:
+            if child_id in engine.held and child_id not in engine.acquired:
+                acquire(engine, child_id, known=survey.loaded)  # its caller ended: finish it (FR-6)
+    return TakeOver(root_id, claimed, parked)
 
 
 def _refuse_awaited_child(engine: Engine, child: Instance) -> None:
@@ -120,7 +213,7 @@ def _refuse_awaited_child(engine: Engine, child: Instance) -> None:
         raise NotARoot(child.id, ref.parent, child.record.root)
 
 
-def _walk(engine: Engine, start: Instance) -> tuple[list[Instance], list[UUID]]:
+def _walk(engine: Engine, start: Instance, loaded: dict[UUID, Stored]) -> tuple[list[Instance], list[UUID]]:
     """The tree's members, parents before children, each once; and the unfinished children of ended callers.
 
     The walk follows every retained activation, also through finished
@@ -140,9 +233,10 @@ def _walk(engine: Engine, start: Instance) -> tuple[list[Instance], list[UUID]]:
                 continue  # FR-5: a repeat or a cycle is visited once
             seen.add(child_id)
             try:
-                child = engine.instance(child_id)
+                loaded[child_id] = engine.read(child_id)
             except UnknownInstance:
                 continue  # vanished: the parent's re-attach reports it
+            child = loaded[child_id][0]
             if instance.record.status.finished and not child.record.status.finished:
                 cascade.append(child_id)
             pending.append(child)

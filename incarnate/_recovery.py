@@ -102,6 +102,7 @@ def acquire(
     *,
     loaded: Stored | None = None,
     caller: Instance | None = None,
+    known: Mapping[UUID, Stored] | None = None,
 ) -> bool:
     """Acquire an instance (and, first, the children it retains); False when it must not run.
 
@@ -109,22 +110,25 @@ def acquire(
     acquired again. Cycles and repeats in malformed records are visited once.
     Each instance is read from the store once: the same events build the
     aggregate and its ResumePlan. ``loaded`` and ``caller`` pass down what a
-    parent's acquisition has read already. A record of the tree that does
-    not decode parks the tree (:func:`park_corrupt`) and returns False.
+    parent's acquisition has read already, ``known`` what a take-over read
+    (and claimed) of the whole tree. A record of the tree that does not
+    decode parks the tree (:func:`park_corrupt`) and returns False.
     """
     if instance_id in engine.acquired:
         return True
+    if loaded is None and known is not None:
+        loaded = known.get(instance_id)
     if seen is None:
         before = len(engine.acquired)
         try:
-            acquired = _acquire(engine, instance_id, set(), loaded=loaded, caller=caller)
+            acquired = _acquire(engine, instance_id, set(), loaded=loaded, caller=caller, known=known)
         except CorruptRecord as error:
             park_corrupt(engine, error, instance_id)
             return False
         if acquired and log.isEnabledFor(logging.INFO):
             _log_acquired(engine, instance_id, len(engine.acquired) - before)
         return acquired
-    return _acquire(engine, instance_id, seen, loaded=loaded, caller=caller)
+    return _acquire(engine, instance_id, seen, loaded=loaded, caller=caller, known=known)
 
 
 def _log_acquired(engine: Engine, instance_id: UUID, count: int) -> None:
@@ -156,6 +160,7 @@ def _acquire(
     *,
     loaded: Stored | None,
     caller: Instance | None,
+    known: Mapping[UUID, Stored] | None,
 ) -> bool:
     if instance_id in engine.acquired:
         return True
@@ -201,7 +206,9 @@ def _acquire(
         return True
     runnable = True
     for activation in plan.activations:
-        if activation.state is ActivationState.RUNNING and not reattach(engine, instance, activation, seen):
+        if activation.state is ActivationState.RUNNING and not reattach(
+            engine, instance, activation, seen, known
+        ):
             runnable = False  # the tree was parked while re-attaching: nothing of it may run
     if not runnable:
         return False
@@ -287,18 +294,27 @@ def _caller_gone(engine: Engine, instance: Instance, caller: Instance | None) ->
     raise StorageError(f"could not finish the cancel cascade of {instance.id}")
 
 
-def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set[UUID]) -> bool:
+def reattach(
+    engine: Engine,
+    parent: Instance,
+    activation: Activation,
+    seen: set[UUID],
+    known: Mapping[UUID, Stored] | None = None,
+) -> bool:
     """Decide from the child's real status: consume, re-park, or report the failure for a retry.
 
-    Returns False when the call tree must not run (it was parked, here or below).
+    Returns False when the call tree must not run (it was parked, here or
+    below). ``known`` holds children a take-over has read already.
     """
     ref = activation.ref
     if activation.child_id in engine.acquired:
         return True
-    try:
-        loaded: Stored | None = engine.read(activation.child_id)
-    except UnknownInstance:
-        loaded = None
+    loaded: Stored | None = known.get(activation.child_id) if known is not None else None
+    if loaded is None:
+        try:
+            loaded = engine.read(activation.child_id)
+        except UnknownInstance:
+            loaded = None
     if loaded is None:
         _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, {"reason": "vanished"}))
         return True
@@ -324,7 +340,7 @@ def reattach(engine: Engine, parent: Instance, activation: Activation, seen: set
         error = child.record.error or {"reason": status.value}
         _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, error))
     else:
-        return acquire(engine, child.id, seen, loaded=loaded, caller=parent)
+        return acquire(engine, child.id, seen, loaded=loaded, caller=parent, known=known)
     return True
 
 

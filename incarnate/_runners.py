@@ -10,10 +10,12 @@ new ones.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import threading
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
@@ -59,9 +61,19 @@ class DeterministicRunner:
         self.timers: list[tuple[float, int, UUID]] = []
         self._sequence = 0
         self.units = 0
+        self._working = False
 
     def attach(self, engine: Engine) -> None:
         self.engine = engine
+
+    @contextlib.contextmanager
+    def inline(self, instance_id: UUID) -> Iterator[bool]:
+        """Whether work on ``instance_id`` may happen now: only inside :meth:`run_until_idle`.
+
+        A task's outcome and its parent's next macrostep then commit
+        together; a ``send`` from outside only accepts its message.
+        """
+        yield self._working
 
     def notify(self, instance_id: UUID) -> None:
         if instance_id not in self.queued:
@@ -81,6 +93,16 @@ class DeterministicRunner:
 
     def run_until_idle(self, max_units: int = 100_000) -> int:
         """Process queued and due instances until none has work left."""
+        assert self.engine is not None
+        if self._working:
+            raise RuntimeError("run_until_idle() was called from work it is doing (an action or a task)")
+        self._working = True
+        try:
+            return self._run(max_units)
+        finally:
+            self._working = False
+
+    def _run(self, max_units: int) -> int:
         assert self.engine is not None
         done = 0
         self._release_due()
@@ -119,7 +141,10 @@ class ThreadedRunner:
     does that when it is built), so the engine processes what it is sent
     without further calls; ``Engine.close()`` stops them. An instance is
     worked on by one thread at a time; a notification that arrives while it
-    is being worked on makes the worker look at it again.
+    is being worked on makes the worker look at it again. A message sent
+    through the engine to an instance it runs is consumed by the sending
+    thread in the commit that accepts it, when no worker is on that
+    instance (see :meth:`inline`).
     """
 
     def __init__(self, workers: int = 4, *, poll_interval: float = 0.05) -> None:
@@ -185,6 +210,32 @@ class ThreadedRunner:
             self._sequence += 1
             heapq.heappush(self._timers, (deadline, self._sequence, instance_id))
             self._lock.notify_all()
+
+    @contextlib.contextmanager
+    def inline(self, instance_id: UUID) -> Iterator[bool]:
+        """Work on ``instance_id`` on the calling thread, as one of the workers would; yields whether allowed.
+
+        Allowed while the runner runs and no worker is on the instance; it
+        then counts as being worked on (one thread at a time, and
+        :meth:`wait_until_idle` waits for it) until the block ends, and a
+        notification meanwhile makes a worker look at it afterwards.
+        ``Engine.send`` uses it to consume a message in the commit that
+        accepts it.
+        """
+        with self._lock:
+            allowed = bool(self._threads) and not self._stopping and instance_id not in self._busy
+            if allowed:
+                self._busy.add(instance_id)
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._lock:
+                    self._busy.discard(instance_id)
+                    if instance_id in self._again:
+                        self._again.discard(instance_id)
+                        self._enqueue(instance_id)
+                    self._lock.notify_all()
 
     def _work(self) -> None:
         assert self.engine is not None

@@ -25,7 +25,7 @@ from aggregates import Instance, InstanceStatus, Ref
 from incarnate import _tracing
 from incarnate._process import Decision
 from incarnate._work import UnitOfWork
-from incarnate.errors import EngineError
+from incarnate.errors import EngineError, PayloadTooLarge
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
@@ -91,9 +91,16 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
     return await awaitable
 
 
-def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
-    """Run a born task child and commit its outcome with the parent's notification."""
-    instance = engine.instance(instance_id)
+def run_task(engine: Engine, instance: Instance) -> Decision | None:
+    """Run a born task child and commit its outcome with the parent's notification.
+
+    ``instance`` is the task as the caller loaded it (this engine's last
+    copy will do: a stale one fails the outcome's version check, and the
+    retry reads the store). When this engine also runs the parent, the
+    parent's next macrostep — the one that hears of the outcome — commits
+    in the same transaction.
+    """
+    instance_id = instance.id
     record = instance.record
     facts = record.birth
     if record.status is not InstanceStatus.BORN or facts is None:
@@ -122,6 +129,7 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         raised = error  # logged once the failure is committed (a fenced outcome is no fact)
         failure = {"error": type(error).__name__, "message": str(error)}
     fresh = False  # this engine's last copies of the task and its parent; a stale one conflicts
+    along = True  # step the parent in the same commit (not after it refused an oversized event)
     for _ in range(20):
         uow = UnitOfWork(engine, fresh=fresh)
         task = uow.load(instance_id)
@@ -142,12 +150,28 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
             task.complete(output)
             uow.tell_parent(task, now, done_invoke_event, output)
             kind = "completed"
-        try:
-            engine.commit(uow)
-        except IntegrityError:
-            fresh = True
-            continue
-        engine.enact(uow)
+        parent_id = task.record.parent.parent if task.record.parent is not None else None
+        with engine.inline(parent_id, along) as inline:
+            parent = None
+            if inline:
+                try:
+                    parent = engine.step_along(uow, parent_id, careful=fresh)
+                except Exception:  # the parent's own processing meets it again and reports it
+                    log.debug("the parent of %s is stepped on its own", record.name, exc_info=True)
+                    along = False
+                    continue
+            try:
+                engine.commit(uow)
+            except IntegrityError:
+                fresh = True
+                continue
+            except PayloadTooLarge:
+                if parent is None:
+                    raise
+                along = False  # the parent's step is refused on its own, later; the outcome stands
+                continue
+            engine.settle_along(uow, parent)
+            engine.enact(uow)
         if kind == "failed":
             _log_failure(engine, task, call, raised)
         return Decision(f"task-{kind}", record.name)

@@ -95,6 +95,8 @@ class UnitOfWork:
         self.deadlines: list[tuple[float, UUID]] = []
         self.decoded: dict[UUID, Snapshot[Any]] = {}
         self.fenced: set[UUID] = set()
+        self.sent: tuple[UUID, int] | None = None
+        """The message a ``send`` accepted in this commit: the instance and its inbox sequence number."""
 
     def load(self, instance_id: UUID) -> Instance | None:
         """The instance, loaded once per unit of work (None when it does not exist)."""
@@ -128,6 +130,16 @@ class UnitOfWork:
         if instance_id not in self._following:
             self._following.add(instance_id)
             self.followups.append(instance_id)
+
+    def unfollow(self, instance_id: UUID) -> None:
+        """Take back a follow-up: ``instance_id`` was already stepped in this commit and has nothing due."""
+        if instance_id in self._following:
+            self._following.discard(instance_id)
+            self.followups.remove(instance_id)
+
+    def include(self, instance: Instance) -> None:
+        """Add an instance the caller loaded (and may have written to), as if loaded here."""
+        self.loaded[instance.id] = instance
 
     def watch(self, deadline: float, instance_id: UUID) -> None:
         """Wake ``instance_id`` at ``deadline`` once the commit has landed."""

@@ -377,7 +377,28 @@ class _CrashedRun:
         self.check_identity(committed)
         if method == "start":
             return self.finish_start(args, kwargs)
+        if method == "send":
+            landed = self.landed_send()
+            if landed is not None:
+                return landed
         return getattr(self.engine, method)(*args, **kwargs)
+
+    def landed_send(self) -> int | None:
+        """The inbox number of the message a crashed ``send`` committed; None when it did not land.
+
+        A send is accepted (and, on an engine running the instance, stepped)
+        in one commit, so after a crash it has either landed whole — the call
+        returns its number, as it would have — or not at all, and is sent again.
+        """
+        sent = self.last.sent if self.last else None
+        if sent is None:
+            return None
+        instance_id, seq = sent
+        try:
+            stored = self.engine.instance(instance_id)
+        except IncarnateError:
+            return None
+        return seq if stored.record.message_seq >= seq else None
 
     def finish_start(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A crashed ``start`` returns its root when committed, and is retried (same id) when not."""
