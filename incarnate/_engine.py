@@ -40,6 +40,7 @@ from aggregates import (
 from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
 from incarnate import _logs, _tracing
 from incarnate._clock import Clock, SystemClock
+from incarnate._commits import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT, GroupCommit
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
@@ -224,7 +225,11 @@ class Engine(Application[UUID]):
         snapshot_interval: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         max_payload_bytes: int | None = None,
+        commit_batch: int = DEFAULT_MAX_BATCH,
+        commit_wait: float = DEFAULT_MAX_WAIT,
     ) -> None:
+        # Units of work of concurrent threads share transactions (see incarnate._commits).
+        self.group_commit = GroupCommit(self._write, max_batch=commit_batch, max_wait=commit_wait)
         self.storage = storage if storage is not None else Storage.from_env()
         self.store: Store = self.storage.open()
         self._coordination: Coordination | None = None
@@ -1218,7 +1223,7 @@ class Engine(Application[UUID]):
         """
         written = [(i, tuple(i.pending_events)) for i in instances] if _logs.wanted() else None
         try:
-            self.save(*instances)
+            self.group_commit.save(instances)
         except IntegrityError:
             with self._cache_lock:  # every mutation of a cache holds the lock (see _make_room)
                 for instance in instances:
@@ -1229,6 +1234,24 @@ class Engine(Application[UUID]):
         self._saw(instances)
         if written:
             _logs.committed(self.engine_id, written)
+
+    def _write(self, instances: Sequence[Instance]) -> None:
+        """Store the instances' pending events in one transaction; they stay pending when it fails.
+
+        ``Application.save`` takes the events off the aggregates before
+        recording them; here they are taken off only once recorded, so the
+        group committer can write the units of a failed joint transaction
+        again, each on its own.
+        """
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        for instance in instances:
+            processing.events.extend(instance.pending_events)
+            processing.aggregates[instance.id] = instance
+        recordings = self._record(processing)
+        for instance in instances:
+            instance.collect_events()
+        self._take_snapshots(processing)
+        self._notify(recordings)
 
     def commit(self, uow: UnitOfWork) -> None:
         """Save a unit of work in one atomic save, fenced: :class:`Fenced` if it writes an instance not held.
