@@ -72,7 +72,53 @@ KEEPALIVES_IDLE = 30
 
 
 class NonPipelinedRecorder(PostgresApplicationRecorder):
-    """The library's application recorder, inserting without pipeline mode (see the module's docstring)."""
+    """The library's application recorder, inserting without pipeline mode and in one statement.
+
+    An insert is one transaction of one statement: a function of the
+    schema's (``incarnate_insert_events``) takes the events table's
+    ``EXCLUSIVE`` lock, notifies listeners and inserts the events,
+    returning their notification ids — what the library does in four
+    statements (lock timeout, lock, notify, insert), each a round trip to
+    the server. The lock is still held until the commit, so notification
+    ids stay gapless and in commit order for followers and projections.
+    """
+
+    def __init__(self, datastore: Any, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        digest = hashlib.sha256(self.events_table_name.encode()).hexdigest()[:12]
+        self.insert_function_name = f"incarnate_insert_events_{digest}"
+        schema = sql.Identifier(self.datastore.schema)
+        function = sql.Identifier(self.insert_function_name)
+        table = sql.Identifier(self.events_table_name)
+        id_type = sql.SQL(self.datastore.originator_id_type)
+        self.insert_function_statement = sql.SQL(
+            "CREATE OR REPLACE FUNCTION {schema}.{function}"
+            "(ids {id_type}[], versions bigint[], topics text[], states bytea[]) "
+            "RETURNS SETOF bigint LANGUAGE plpgsql AS $body$ "
+            "BEGIN "
+            "SET LOCAL lock_timeout = '{lock_timeout}s'; "
+            "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE; "
+            "NOTIFY {channel}; "
+            "RETURN QUERY INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT * FROM unnest(ids, versions, topics, states) "
+            "RETURNING notification_id; "
+            "END; $body$"
+        ).format(
+            schema=schema,
+            function=function,
+            id_type=id_type,
+            lock_timeout=sql.SQL(str(self.datastore.lock_timeout)),
+            table=table,
+            channel=sql.Identifier(self.channel_name),
+        )
+        self.sql_create_statements.append(self.insert_function_statement)
+        # Four arrays of plain values: psycopg adapts them in C, where an array of the
+        # library's composite type is adapted value by value in Python.
+        self.call_insert_function = sql.SQL(
+            "SELECT notification_id FROM {schema}.{function}"
+            "(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) AS notification_id"
+        ).format(schema=schema, function=function, id_type=id_type)
+        self.inserts_by_function = True
 
     def _create_table(self, curs: psycopg.Cursor[DictRow]) -> None:
         """Create the tables holding the schema's creation lock.
@@ -96,6 +142,28 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
                 return None
             self._insert_stored_events(curs, stored_events, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+
+    def _insert_stored_events(
+        self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        """Lock, notify and insert through the schema's function (the library's statements without it)."""
+        if not self.inserts_by_function:
+            super()._insert_stored_events(curs, stored_events, **kwargs)
+            return
+        columns = (
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
+        )
+        curs.execute(self.call_insert_function, columns, prepare=True)
+
+    def _fetch_ids_after_insert_events(
+        self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        if not self.inserts_by_function:
+            return super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        return [row["notification_id"] for row in curs.fetchall()]
 
 
 def creation_lock(schema: str) -> int:

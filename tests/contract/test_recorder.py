@@ -30,7 +30,45 @@ class TestNonPipelinedRecorder(ApplicationRecorderTestCase[NonPipelinedRecorder]
     def tearDown(self) -> None:
         with self.datastore.get_connection() as connection:
             connection.execute("DROP TABLE IF EXISTS contract_events")
+            connection.execute(f"DROP FUNCTION IF EXISTS {self.recorder.insert_function_name}")
         self.datastore.close()
 
     def create_recorder(self) -> NonPipelinedRecorder:
         return self.recorder
+
+
+def test_a_commit_waits_for_the_one_before_it_so_readers_never_see_a_hole() -> None:
+    """The schema's insert function holds the events table's lock to the commit.
+
+    A transaction that has inserted (notification id 1) and not committed
+    makes the next insert wait; without the lock the next one would commit
+    id 2 first, and a reader tailing the log would pass over id 1 for good.
+    """
+    import threading
+    import uuid
+
+    from eventsourcing.persistence import StoredEvent
+
+    user = require_postgres()
+    datastore = PostgresDatastore(PG_DBNAME, PG_HOST, str(PG_PORT), user, "", pool_size=4)
+    recorder = NonPipelinedRecorder(datastore, events_table_name="contract_function_events")
+    try:
+        recorder.create_table()
+        first, second = (StoredEvent(uuid.uuid4(), 1, "topic", b"state") for _ in range(2))
+        later: list[object] = []
+        with datastore.get_connection() as held, held.transaction(), held.cursor() as curs:
+            recorder._insert_stored_events(curs, [first])
+            assert recorder._fetch_ids_after_insert_events(curs, [first]) == [1]
+            writer = threading.Thread(target=lambda: later.append(recorder.insert_events([second])))
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive()  # waiting for the lock, not committed ahead of id 1
+            assert recorder.select_notifications(start=1, limit=10) == []
+        writer.join(30.0)
+        assert later == [[2]]
+        assert [n.id for n in recorder.select_notifications(start=1, limit=10)] == [1, 2]
+    finally:
+        with datastore.get_connection() as connection:
+            connection.execute("DROP TABLE IF EXISTS contract_function_events")
+            connection.execute(f"DROP FUNCTION IF EXISTS {recorder.insert_function_name}")
+        datastore.close()
