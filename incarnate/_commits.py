@@ -39,13 +39,15 @@ Write = Callable[[Sequence[Instance]], None]
 class _Unit:
     """One thread's instances, queued until a leader writes them."""
 
-    __slots__ = ("done", "error", "ids", "instances")
+    __slots__ = ("done", "error", "ids", "instances", "wake")
 
     def __init__(self, instances: Sequence[Instance]) -> None:
         self.instances = instances
         self.ids = frozenset(instance.id for instance in instances)
         self.done = False
         self.error: BaseException | None = None
+        self.wake = threading.Event()
+        """Set when the unit is written, or when its thread is to lead the next transaction."""
 
 
 class GroupCommit:
@@ -72,7 +74,7 @@ class GroupCommit:
         self.write = write
         self.max_batch = max_batch
         self.max_wait = float(max_wait)
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # guards the queue and the lead; a leader waits on it for company
         self._queue: list[_Unit] = []
         self._leading = False
         self.transactions = 0
@@ -89,20 +91,23 @@ class GroupCommit:
         unit = _Unit(instances)
         with self._cond:
             self._queue.append(unit)
-            if self.max_wait > 0:
-                self._cond.notify_all()  # a leader waiting for company counts the queue again
-            while self._leading and not unit.done:
-                self._cond.wait()
+            follow = self._leading
+            self._leading = True
+            if follow and self.max_wait > 0:
+                self._cond.notify()  # a leader waiting for company counts the queue again
+        if follow:
+            unit.wake.wait()  # written by a leader, or handed the lead
             if unit.done:
                 return self._outcome(unit)
-            self._leading = True
         try:
             while not unit.done:
                 self._lead()
         finally:
             with self._cond:
-                self._leading = False
-                self._cond.notify_all()
+                if self._queue:
+                    self._queue[0].wake.set()  # the oldest waiting thread leads next
+                else:
+                    self._leading = False
         return self._outcome(unit)
 
     @staticmethod
@@ -124,10 +129,9 @@ class GroupCommit:
         try:
             self._write(batch)
         finally:
-            with self._cond:
-                for unit in batch:
-                    unit.done = True
-                self._cond.notify_all()
+            for unit in batch:
+                unit.done = True
+                unit.wake.set()
 
     def _take(self) -> list[_Unit]:
         """Up to ``max_batch`` queued units, oldest first, no two writing one instance (lock held)."""

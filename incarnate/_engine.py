@@ -408,8 +408,16 @@ class Engine(Application[UUID]):
     def decode(self, chart: Chart[Any], instance: Instance) -> Snapshot[Any]:
         """The instance's current snapshot, decoded through its registered chart."""
         cached = self._decoded.get(instance.id)
-        if cached is not None and cached[0] == instance.version:
-            return cached[1]
+        if cached is not None:
+            if cached[0] == instance.version:
+                return cached[1]
+            # Events pending on top of the remembered version that leave the snapshot as it
+            # was (a message accepted in this unit of work) need no decoding of the whole.
+            pending = instance.pending_events
+            if cached[0] == instance.version - len(pending) and not any(
+                isinstance(event, _SNAPSHOT_EVENTS) for event in pending
+            ):
+                return cached[1]
         data = instance.record.snapshot
         if data is None:
             raise CodecError(chart.name, "snapshot", f"instance {instance.id} has no snapshot yet")

@@ -109,10 +109,11 @@ def take_over_batch(
     taken: list[TakeOver] = []
     held: list[TreeHeld] = []
     surveyed: list[tuple[_Survey, list[Instance]]] = []
+    live: dict[str, bool] = {}  # each previous owner's liveness, looked up once per batch
     for root_id in roots:
         try:
             survey = _survey(engine, root_id)
-            surveyed.append((survey, _claims(engine, root_id, survey.members)))
+            surveyed.append((survey, _claims(engine, root_id, survey.members, live)))
         except TreeHeld as error:
             held.append(error)
         except (NotARoot, UnknownInstance):
@@ -243,10 +244,15 @@ def _walk(engine: Engine, start: Instance, loaded: dict[UUID, Stored]) -> tuple[
     return members, cascade
 
 
-def _claims(engine: Engine, root_id: UUID, members: list[Instance]) -> list[Instance]:
-    """The members to claim; :class:`TreeHeld` when one is owned by another live engine (FR-3)."""
+def _claims(
+    engine: Engine, root_id: UUID, members: list[Instance], live: dict[str, bool] | None = None
+) -> list[Instance]:
+    """The members to claim; :class:`TreeHeld` when one is owned by another live engine (FR-3).
+
+    ``live`` remembers the owners already looked up (a batch asks once per owner).
+    """
     claims: list[Instance] = []
-    live: dict[str, bool] = {}
+    live = {} if live is None else live
     for member in members:
         record = member.record
         if record.status.finished:
