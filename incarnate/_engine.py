@@ -26,6 +26,7 @@ from eventsourcing.persistence import (
     MapperDeserialisationError,
     PersistenceError,
     Recording,
+    StoredEvent,
 )
 
 from aggregates import (
@@ -799,14 +800,45 @@ class Engine(Application[UUID]):
             raise UnknownInstance(instance_id)
         return start, events
 
-    def read(self, instance_id: UUID) -> tuple[Instance, InstanceSnapshot | None, list[Any]]:
+    def prefetch(self, instance_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
+        """The stored events of many instances in one query, for :meth:`read` to decode.
+
+        Left out: instances with a stored snapshot (read as usual, from the
+        snapshot on), instances with no events, and everything when the
+        store reads instances one by one (in memory).
+        """
+        if not instance_ids:
+            return {}
+        try:
+            if self.snapshots is not None:
+                snapshotted = self.store.select_many(self.snapshots.recorder, instance_ids, latest=True)
+                if snapshotted is None:
+                    return {}
+                instance_ids = [i for i in instance_ids if i not in snapshotted]
+            found = self.store.select_many(self.recorder, instance_ids)
+        except PersistenceError as error:
+            raise StorageError(f"could not read {len(instance_ids)} instances: {error}") from error
+        return found or {}
+
+    def read(
+        self, instance_id: UUID, records: Sequence[StoredEvent] | None = None
+    ) -> tuple[Instance, InstanceSnapshot | None, list[Any]]:
         """Read an instance once for recovery: the aggregate, and what it was built from.
 
         The aggregate is built from the latest stored snapshot (if any) and
         the events after it; the same snapshot and events feed its ResumePlan.
-        The result also becomes this engine's latest copy of the instance.
+        ``records`` are its stored events as :meth:`prefetch` read them (all
+        of them: it has no snapshot). The result also becomes this engine's
+        latest copy of the instance.
         """
-        start, events = self.stored(instance_id)
+        if records is None:
+            start, events = self.stored(instance_id)
+        else:
+            start = None
+            with _decoding(instance_id):
+                events = [self.events.mapper.to_domain_event(record) for record in records]
+            if not events:
+                raise UnknownInstance(instance_id)
         aggregate: Any = start.mutate(None) if start is not None else None
         aggregate = project(aggregate, events)
         if not isinstance(aggregate, Instance):

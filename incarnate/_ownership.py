@@ -19,7 +19,7 @@ engine, raises :class:`~incarnate.errors.TreeHeld` and writes nothing
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -110,9 +110,10 @@ def take_over_batch(
     held: list[TreeHeld] = []
     surveyed: list[tuple[_Survey, list[Instance]]] = []
     live: dict[str, bool] = {}  # each previous owner's liveness, looked up once per batch
+    read = _prefetched(engine, roots)
     for root_id in roots:
         try:
-            survey = _survey(engine, root_id)
+            survey = _survey(engine, root_id, read)
             surveyed.append((survey, _claims(engine, root_id, survey.members, live)))
         except TreeHeld as error:
             held.append(error)
@@ -137,14 +138,44 @@ def take_over_batch(
     return taken, held
 
 
-def _survey(engine: Engine, root_id: UUID) -> _Survey:
+Reader = Callable[[UUID], Stored]
+"""Reads one instance for a take-over (``Engine.read``, or from what a batch prefetched)."""
+
+
+def _prefetched(engine: Engine, roots: Sequence[UUID]) -> Reader:
+    """A reader over the roots and their retained children, read in two queries where the store can."""
+    records = engine.prefetch(roots)
+    known: dict[UUID, Stored] = {}
+    children: list[UUID] = []
+    for root_id in roots:
+        found = records.pop(root_id, None)
+        if found is None:
+            continue
+        try:
+            known[root_id] = engine.read(root_id, found)
+        except (CorruptRecord, UnknownInstance):
+            continue  # read again, and reported, when its tree is surveyed
+        children.extend(a.child_id for a in known[root_id][0].record.activations)
+    records.update(engine.prefetch(children))
+
+    def read(instance_id: UUID) -> Stored:
+        stored = known.pop(instance_id, None)
+        if stored is not None:
+            return stored
+        return engine.read(instance_id, records.pop(instance_id, None))
+
+    return read
+
+
+def _survey(engine: Engine, root_id: UUID, read: Reader | None = None) -> _Survey:
     """Read the tree of ``root_id`` (:class:`NotARoot` for an awaited child), each member once."""
+    read = read or engine.read
     loaded: dict[UUID, Stored] = {}
-    loaded[root_id] = engine.read(root_id)
+    loaded[root_id] = read(root_id)
     start = loaded[root_id][0]
     if start.record.parent is not None:
         _refuse_awaited_child(engine, start)
-    members, cascade = _walk(engine, start, loaded)
+    members, cascade = _walk(start, loaded, read)
     return _Survey(root_id, start, members, cascade, loaded)
 
 
@@ -214,7 +245,7 @@ def _refuse_awaited_child(engine: Engine, child: Instance) -> None:
         raise NotARoot(child.id, ref.parent, child.record.root)
 
 
-def _walk(engine: Engine, start: Instance, loaded: dict[UUID, Stored]) -> tuple[list[Instance], list[UUID]]:
+def _walk(start: Instance, loaded: dict[UUID, Stored], read: Reader) -> tuple[list[Instance], list[UUID]]:
     """The tree's members, parents before children, each once; and the unfinished children of ended callers.
 
     The walk follows every retained activation, also through finished
@@ -234,7 +265,7 @@ def _walk(engine: Engine, start: Instance, loaded: dict[UUID, Stored]) -> tuple[
                 continue  # FR-5: a repeat or a cycle is visited once
             seen.add(child_id)
             try:
-                loaded[child_id] = engine.read(child_id)
+                loaded[child_id] = read(child_id)
             except UnknownInstance:
                 continue  # vanished: the parent's re-attach reports it
             child = loaded[child_id][0]

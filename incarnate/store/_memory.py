@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
 from incarnate.errors import ConfigurationError
 from incarnate.store._port import Change, Heartbeat, Lease
@@ -115,6 +115,12 @@ class MemoryStore:
 
     def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
         """None: an in-memory commit has no transaction to crash inside."""
+        return None
+
+    def select_many(
+        self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
+    ) -> dict[UUID, list[StoredEvent]] | None:
+        """None: reading an in-memory originator costs no round trip, so they are read one by one."""
         return None
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 from uuid import UUID
 
 import attrs
-from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
 from incarnate.errors import StorageError
 from projections import ListingRow
@@ -214,4 +214,15 @@ class Store(Protocol):
 
     def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
         """The recorder method writing inside a commit's transaction (tests crash there); None in memory."""
+        ...
+
+    def select_many(
+        self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
+    ) -> dict[UUID, list[StoredEvent]] | None:
+        """The stored events of many originators, each one's in version order, in one query per chunk.
+
+        ``latest`` selects only each originator's newest record (the latest
+        snapshot). Originators with none are left out. None when the store
+        reads originators one at a time (in memory, where that costs nothing).
+        """
         ...

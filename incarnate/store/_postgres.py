@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import ApplicationRecorder, InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import sql
@@ -360,6 +366,37 @@ class PostgresStore:
     def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
         """The recorder inserts in ``_insert_stored_events``, inside the commit's transaction."""
         return "_insert_stored_events"
+
+    def select_many(
+        self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
+    ) -> dict[UUID, list[StoredEvent]] | None:
+        """The events of many originators from the recorder's table, in one query (``= ANY``)."""
+        table = getattr(recorder, "events_table_name", None)
+        datastore = getattr(recorder, "datastore", None)
+        if not isinstance(table, str) or datastore is None:
+            return None
+        statement = sql.SQL(
+            "SELECT {distinct} originator_id, originator_version, topic, state FROM {schema}.{table} "
+            "WHERE originator_id = ANY(%s) ORDER BY originator_id, {order}"
+        ).format(
+            distinct=sql.SQL("DISTINCT ON (originator_id)" if latest else ""),
+            schema=sql.Identifier(datastore.schema),
+            table=sql.Identifier(table),
+            order=sql.SQL("originator_version DESC" if latest else "originator_version"),
+        )
+        ids: list[Any] = list(originator_ids)
+        if datastore.originator_id_type != "uuid":
+            ids = [str(i) for i in ids]
+        found: dict[UUID, list[StoredEvent]] = {}
+        with datastore.get_connection() as connection, connection.cursor() as cursor:
+            cursor.execute(statement, (ids,), prepare=True)
+            for row in cursor.fetchall():
+                value = row["originator_id"]
+                originator = value if isinstance(value, UUID) else UUID(str(value))
+                found.setdefault(originator, []).append(
+                    StoredEvent(originator, row["originator_version"], row["topic"], bytes(row["state"]))
+                )
+        return found
 
 
 class _Connection:

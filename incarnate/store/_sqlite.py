@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
 from incarnate.errors import ConfigurationError, StorageError
 from incarnate.store._port import Change, Heartbeat, Lease
@@ -40,6 +40,9 @@ from incarnate.store._sql import (
     sql_filter,
 )
 from projections import ListingRow
+
+SELECT_MANY_CHUNK = 500
+"""Originators one query of ``select_many`` names at most (SQLite bounds the parameters of a statement)."""
 
 if TYPE_CHECKING:
     from incarnate._storage import Storage
@@ -114,6 +117,35 @@ class SQLiteStore:
     def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
         """The library's SQLite recorder inserts in ``_insert_events``, inside the commit's transaction."""
         return "_insert_events"
+
+    def select_many(
+        self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
+    ) -> dict[UUID, list[StoredEvent]] | None:
+        """The events of many originators from the recorder's table, up to 500 ids per query."""
+        table = getattr(recorder, "events_table_name", None)
+        datastore = getattr(recorder, "datastore", None)
+        if not isinstance(table, str) or datastore is None:
+            return None
+        found: dict[UUID, list[StoredEvent]] = {}
+        for begin in range(0, len(originator_ids), SELECT_MANY_CHUNK):
+            chunk = [i.hex for i in originator_ids[begin : begin + SELECT_MANY_CHUNK]]
+            marks = ", ".join("?" * len(chunk))
+            rows = f"SELECT * FROM {table} WHERE originator_id IN ({marks})"
+            statement = (
+                f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY originator_id "
+                f"ORDER BY originator_version DESC) AS newest FROM {table} WHERE originator_id IN ({marks})) "
+                "WHERE newest = 1"
+                if latest
+                else f"{rows} ORDER BY originator_id, originator_version"
+            )
+            with datastore.transaction(commit=False) as cursor:
+                cursor.execute(statement, chunk)
+                for row in cursor.fetchall():
+                    originator = UUID(row["originator_id"])
+                    found.setdefault(originator, []).append(
+                        StoredEvent(originator, row["originator_version"], row["topic"], row["state"])
+                    )
+        return found
 
 
 @contextlib.contextmanager

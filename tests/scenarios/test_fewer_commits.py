@@ -174,13 +174,19 @@ def pending_trees(make_engine: EngineFactory, count: int) -> tuple[Engine, list[
 
 
 def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engine: EngineFactory) -> None:
-    """150 trees of two: 300 reads, two claim saves (100 + 50), and every tree finishes exactly once."""
+    """150 trees of two: each member read once (4 queries on a database), two claim saves (100 + 50)."""
     crashed, roots = pending_trees(make_engine, 150)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
-    reads = counting(engine, "stored")
+    reads = counting(engine, "read")
+    singles = counting(engine, "stored")
+    batches = counting(engine, "prefetch")
     saves = counting(engine, "save_instances")
     assert engine.resume_all() == 300
     assert len(reads) == len({args[0] for args in reads}) == 300  # each member read once
+    if engine.storage.kind == "popo":
+        assert len(singles) == 300  # in memory, one by one
+    else:  # one query for a batch's roots, one for their children
+        assert singles == [] and [len(args[0]) for args in batches] == [100, 100, 50, 50]
     assert [len(args) for args in saves] == [200, 100]
     engine.run_until_idle()
     members: dict[UUID, list[UUID]] = {}
