@@ -89,6 +89,8 @@ C = TypeVar("C")
 MAX_CONFLICT_RETRIES = 20
 RESUME_BATCH = 100
 """Call trees :meth:`Engine.resume_all` claims in one save (each read once, acquired as soon as claimed)."""
+RESUME_FIRST_BATCH = 10
+"""The first batch is small, so the first trees run while the rest are read."""
 RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
 """Event names that report a child's outcome: they must carry the invoke id of its incarnation."""
 DEFAULT_CACHE_SIZE = 50_000
@@ -1351,9 +1353,10 @@ class Engine(Application[UUID]):
 
         Each in-flight root owned by no live engine is taken over with its
         retained children (:meth:`take_over`; a child is never revived on its
-        own), up to 100 trees claimed in one save; each tree goes to the
-        runner as soon as its claim has landed and its ResumePlan is
-        rebuilt, so the first trees run while later ones are read. Trees
+        own), 10 trees claimed in the first save and up to 100 in each
+        later one; each tree goes to the runner as soon as its claim has
+        landed and its ResumePlan is rebuilt, so the first trees run while
+        later ones are read. Trees
         held by live engines are left alone, logged, and listed in
         :attr:`left_alone` (each a :class:`TreeHeld` naming the holder). A
         leftover child whose caller has ended is finished (its interrupted
@@ -1370,11 +1373,11 @@ class Engine(Application[UUID]):
             (roots if row.parent is None else children).append(row.id)
         before = len(self.acquired)
         held_elsewhere: list[TreeHeld] = []
-        for begin in range(0, len(roots), RESUME_BATCH):
-            _, refused = take_over_batch(
-                self, roots[begin : begin + RESUME_BATCH], reason="resumed after a restart"
-            )
+        begin, size = 0, RESUME_FIRST_BATCH
+        while begin < len(roots):
+            _, refused = take_over_batch(self, roots[begin : begin + size], reason="resumed after a restart")
             held_elsewhere.extend(refused)
+            begin, size = begin + size, RESUME_BATCH
         for child_id in children:
             if child_id in self.held:
                 continue

@@ -174,7 +174,7 @@ def pending_trees(make_engine: EngineFactory, count: int) -> tuple[Engine, list[
 
 
 def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engine: EngineFactory) -> None:
-    """150 trees of two: each member read once (4 queries on a database), two claim saves (100 + 50)."""
+    """150 trees of two: each member read once (two queries per batch on a database), 10 + 100 + 40 claimed."""
     crashed, roots = pending_trees(make_engine, 150)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
     reads = counting(engine, "read")
@@ -186,8 +186,8 @@ def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engi
     if engine.storage.kind == "popo":
         assert len(singles) == 300  # in memory, one by one
     else:  # one query for a batch's roots, one for their children
-        assert singles == [] and [len(args[0]) for args in batches] == [100, 100, 50, 50]
-    assert [len(args) for args in saves] == [200, 100]
+        assert singles == [] and [len(args[0]) for args in batches] == [10, 10, 100, 100, 40, 40]
+    assert [len(args) for args in saves] == [20, 200, 80]
     engine.run_until_idle()
     members: dict[UUID, list[UUID]] = {}
     for instance in engine.instances():
