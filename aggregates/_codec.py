@@ -70,16 +70,19 @@ class CattrsMapper(Mapper[UUID]):
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         data = encode_event(domain_event)
-        originator_id = data.pop("originator_id")
-        originator_version = data.pop("originator_version")
+        del data["originator_id"]  # the stored event's own columns
+        del data["originator_version"]
         state = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:
             state = self.cipher.encrypt(state)
+        originator_id = domain_event.originator_id
+        if not isinstance(originator_id, UUID):
+            originator_id = UUID(str(originator_id))
         return StoredEvent(
-            originator_id=UUID(originator_id),
-            originator_version=originator_version,
+            originator_id=originator_id,
+            originator_version=domain_event.originator_version,
             topic=get_topic(type(domain_event)),
             state=state,
         )
