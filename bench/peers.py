@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -597,11 +598,19 @@ def child_throughput(spec: dict[str, Any], place: Place) -> None:
     instances, seconds = spec["instances"], spec["seconds"]
     runner = ThreadedRunner(workers=spec["threads"])
     with engine_on(place, runner, "throughput") as engine:
-        ids = [engine.start(COUNTER) for _ in range(instances)]
+        ids = [engine.start(COUNTER).id for _ in range(instances)]
+
+        senders = min(spec["senders"], len(ids))
+        groups = [ids[n::senders] for n in range(senders)]
+        pool = concurrent.futures.ThreadPoolExecutor(senders, thread_name_prefix="sender")
+
+        def send_all(group: list[UUID]) -> None:
+            for instance_id in group:
+                engine.send(instance_id, "tick")
 
         def generation() -> None:
-            for instance_id in ids:
-                engine.send(instance_id, "tick")
+            for sent in [pool.submit(send_all, group) for group in groups]:
+                sent.result()  # a failed send fails the run
             if not runner.wait_until_idle(IDLE_SECONDS):
                 raise CheckFailed(f"{instances} ticks were not processed within {IDLE_SECONDS:g} s")
 
@@ -618,6 +627,7 @@ def child_throughput(spec: dict[str, Any], place: Place) -> None:
             if time.perf_counter() >= deadline:
                 break
         elapsed = time.perf_counter() - begin
+        pool.shutdown()
         counted = sum(engine.snapshot(instance_id, COUNTER).context.count for instance_id in ids)
     expected = (generations + 1) * instances
     if counted != expected:
@@ -1127,6 +1137,7 @@ def measure_throughput_once(
                         instances=share,
                         seconds=options.seconds,
                         threads=options.threads,
+                        senders=options.senders,
                     ),
                     directory,
                 )
@@ -1159,8 +1170,8 @@ def measure_throughput(
 
 
 THROUGHPUT_HEADER = (
-    f"{'processes':>9} {'threads':>7} {'instances':>9} {'median/s':>9} {'ms/step':>7} {'min/s':>7} "
-    f"{'max/s':>7} {'spread':>6}"
+    f"{'processes':>9} {'threads':>7} {'senders':>7} {'instances':>9} {'median/s':>9} {'ms/step':>7} "
+    f"{'min/s':>7} {'max/s':>7} {'spread':>6}"
 )
 
 
@@ -1171,8 +1182,8 @@ def throughput_rows(options: argparse.Namespace) -> Callable[[dict[int, list[flo
         for count, values in rates.items():
             median = statistics.median(values)
             yield (
-                f"{count:>9} {options.threads:>7} {options.instances:>9,} {median:>9,.0f} "
-                f"{1e3 / median:>7.3f} {min(values):>7,.0f} {max(values):>7,.0f} "
+                f"{count:>9} {options.threads:>7} {options.senders:>7} {options.instances:>9,} "
+                f"{median:>9,.0f} {1e3 / median:>7.3f} {min(values):>7,.0f} {max(values):>7,.0f} "
                 f"{common.spread(values):>6.0%}"
             )
 
@@ -1265,6 +1276,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, default=4, help="worker threads of incarnate's ThreadedRunner (default 4)"
     )
+    parser.add_argument(
+        "--senders",
+        type=int,
+        default=16,
+        help="client threads of each throughput process, sending the ticks concurrently (default 16)",
+    )
     parser.add_argument("--internal", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.internal is not None:
@@ -1273,7 +1290,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     for name in attrs.fields_dict(Sizes):
         if getattr(options, name) is None:
             setattr(options, name, getattr(sizes, name))
-    for name in ("rounds", "serial", "inflight", "batches", "pending", "instances", "threads"):
+    for name in ("rounds", "serial", "inflight", "batches", "pending", "instances", "threads", "senders"):
         if getattr(options, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if not options.seconds > 0:
