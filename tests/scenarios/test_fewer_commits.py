@@ -174,7 +174,7 @@ def pending_trees(make_engine: EngineFactory, count: int) -> tuple[Engine, list[
 
 
 def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engine: EngineFactory) -> None:
-    """150 trees of two: each member read once (two queries per batch on a database), 10 + 100 + 40 claimed."""
+    """150 trees of two: each member read once (two queries a batch on a database), 10 + 100 + 40 claimed."""
     crashed, roots = pending_trees(make_engine, 150)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
     reads = counting(engine, "read")
