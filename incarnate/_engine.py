@@ -1183,7 +1183,7 @@ class Engine(Application[UUID]):
                 and record.status is InstanceStatus.BORN
                 and record.cancel is None
             ):
-                return run_task(self, instance)
+                return run_task(self, instance_id)
             decision = decide(self, uow, instance, careful=careful)
             if decision is None:
                 if not fresh:

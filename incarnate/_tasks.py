@@ -91,16 +91,15 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
     return await awaitable
 
 
-def run_task(engine: Engine, instance: Instance) -> Decision | None:
+def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     """Run a born task child and commit its outcome with the parent's notification.
 
-    ``instance`` is the task as the caller loaded it (this engine's last
-    copy will do: a stale one fails the outcome's version check, and the
-    retry reads the store). When this engine also runs the parent, the
-    parent's next macrostep — the one that hears of the outcome — commits
-    in the same transaction.
+    The task is read from the store before its body runs, so a task another
+    engine has taken over since this one last wrote it is never run here.
+    When this engine also runs the parent, the parent's next macrostep — the
+    one that hears of the outcome — commits in the same transaction.
     """
-    instance_id = instance.id
+    instance = engine.instance(instance_id)
     record = instance.record
     facts = record.birth
     if record.status is not InstanceStatus.BORN or facts is None:

@@ -82,6 +82,26 @@ def test_a_task_taken_over_mid_run_never_commits_its_outcome_on_the_old_owner(fl
     assert b[0].instance(root).record.status is InstanceStatus.DONE
 
 
+def test_a_task_taken_over_before_its_body_runs_is_not_run_by_the_old_owner(fleet: Fleet) -> None:
+    """The old owner's copy still names it, but the task is read from the store first: A runs nothing."""
+    calls: list[str] = []
+
+    def charge(call: TaskCall) -> JsonValue:
+        calls.append(call.idempotency_key)
+        return "paid"
+
+    a = fleet("A", tasks={"charge": charge})
+    root = a.start("charging")
+    task = only_child(a, root)  # born and queued on A, whose last copy names A as its owner
+    b = live(fleet("B", tasks={"charge": charge}))
+    b.take_over(root, reason="A stopped heartbeating")
+    assert a.process(task) is None
+    assert calls == []  # no side effect on the engine that lost the task
+    assert task not in a.held
+    b.run_until_idle()
+    assert len(calls) == 1 and b.instance(root).record.status is InstanceStatus.DONE
+
+
 def test_a_live_engines_tree_cannot_be_taken_over(fleet: Fleet) -> None:
     """Two live engines: B cannot take over A's tree (TreeHeld), writes nothing, and leaves A's work alone."""
     a = live(fleet("A"))
