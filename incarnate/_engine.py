@@ -749,6 +749,13 @@ class Engine(Application[UUID]):
             raise UnknownInstance(instance_id)
         return instance
 
+    def is_current(self, instance: Instance) -> bool:
+        """Whether the store holds no event of ``instance`` past its version (one indexed query)."""
+        try:
+            return not self.recorder.select_events(instance.id, gt=instance.version, limit=1)
+        except PersistenceError as error:
+            raise StorageError(f"could not read instance {instance.id}: {error}") from error
+
     def load(self, aggregate_id: UUID, *, fresh: bool = True) -> Any:
         """A private copy of a stored aggregate.
 

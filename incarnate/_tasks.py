@@ -99,7 +99,9 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     When this engine also runs the parent, the parent's next macrostep — the
     one that hears of the outcome — commits in the same transaction.
     """
-    instance = engine.instance(instance_id)
+    instance = engine.instance(instance_id, fresh=False)
+    if not engine.is_current(instance):
+        instance = engine.instance(instance_id)
     record = instance.record
     facts = record.birth
     if record.status is not InstanceStatus.BORN or facts is None:
