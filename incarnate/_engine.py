@@ -816,15 +816,16 @@ class Engine(Application[UUID]):
         snapshot on), instances with no events, and everything when the
         store reads instances one by one (in memory).
         """
-        if not instance_ids:
+        select = getattr(self.store, "select_many", None)  # a store adapter of an older port may lack it
+        if not instance_ids or select is None:
             return {}
         try:
             if self.snapshots is not None:
-                snapshotted = self.store.select_many(self.snapshots.recorder, instance_ids, latest=True)
+                snapshotted = select(self.snapshots.recorder, instance_ids, latest=True)
                 if snapshotted is None:
                     return {}
                 instance_ids = [i for i in instance_ids if i not in snapshotted]
-            found = self.store.select_many(self.recorder, instance_ids)
+            found = select(self.recorder, instance_ids)
         except PersistenceError as error:
             raise StorageError(f"could not read {len(instance_ids)} instances: {error}") from error
         return found or {}
