@@ -70,6 +70,8 @@ C = TypeVar("C")
 
 _ATOMIC = (StateKind.ATOMIC, StateKind.FINAL)
 _NO_EVENT = Event("")
+_NO_SLOT_CHANGES = SlotChanges()
+"""A macrostep that touched no child slot (SlotChanges is frozen: one value serves all)."""
 
 
 class _BlockStopped(Exception):
@@ -204,6 +206,8 @@ class Run:
 
     def slot_changes(self) -> SlotChanges:
         """What this macrostep did to the slots, relative to the snapshot it started from."""
+        if not (self.slot_inserted or self.slot_touched or self.slot_dropped):
+            return _NO_SLOT_CHANGES
         base, slots, dropped = self.slot_base, self.slots, self.slot_dropped
         removed = tuple(key for key in dropped if key in base)
         changed = tuple(
