@@ -110,6 +110,11 @@ class GroupCommit:
                     self._leading = False
         return self._outcome(unit)
 
+    def queued(self) -> int:
+        """Units waiting for a transaction now (the one being written not counted)."""
+        with self._cond:
+            return len(self._queue)
+
     @staticmethod
     def _outcome(unit: _Unit) -> None:
         if unit.error is not None:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any, Literal, Self, TypeVar, overload
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
@@ -150,6 +150,11 @@ def _decoding(instance_id: UUID) -> Iterator[None]:
 
 _SNAPSHOT_EVENTS = (Instance.Stepped, Instance.Migrated)
 """The events that change an instance's statechart snapshot."""
+
+
+def _keep_snapshot(events: Iterable[object]) -> bool:
+    """Whether ``events`` leave an instance's statechart snapshot as it was."""
+    return not any(isinstance(event, _SNAPSHOT_EVENTS) for event in events)
 
 
 class SnapshotStore(EventStore[UUID]):
@@ -417,9 +422,7 @@ class Engine(Application[UUID]):
             # Events pending on top of the remembered version that leave the snapshot as it
             # was (a message accepted in this unit of work) need no decoding of the whole.
             pending = instance.pending_events
-            if cached[0] == instance.version - len(pending) and not any(
-                isinstance(event, _SNAPSHOT_EVENTS) for event in pending
-            ):
+            if cached[0] == instance.version - len(pending) and _keep_snapshot(pending):
                 return cached[1]
         data = instance.record.snapshot
         if data is None:
@@ -646,27 +649,13 @@ class Engine(Application[UUID]):
             uow.include(instance)
             uow.sent = (instance_id, message.seq)
             uow.follow(instance_id)
-            with self.inline(instance_id, along) as inline:
-                stepped = None
-                if inline:
-                    try:
-                        stepped = self.step_along(uow, instance_id, careful=fresh)
-                    except Exception:  # the runner's processing meets it again and reports it
-                        log.debug("%s is stepped by the runner", instance_id, exc_info=True)
-                        along = False
-                        continue
-                try:
-                    self.commit(uow)
-                except IntegrityError:
-                    fresh = True
-                    continue
-                except PayloadTooLarge:
-                    if stepped is None:
-                        raise
-                    along = False  # accepted alone; the runner's processing refuses the step
-                    continue
-                self.settle_along(uow, stepped)
-                self.enact(uow)
+            outcome = self.commit_along(uow, instance_id, along=along, careful=fresh)
+            if outcome == "conflict":
+                fresh = True
+                continue
+            if outcome == "alone":
+                along = False
+                continue
             return message.seq
         raise StorageError(f"could not accept an event for {instance_id}: too many concurrent writers")
 
@@ -1218,8 +1207,7 @@ class Engine(Application[UUID]):
         second one after the runner picks the instance up. Nothing is added
         (None) for an instance not in ``uow``, not held and acquired here,
         fenced, parked or in a parked tree, finished, or a task; the runner
-        then steps it as before. After the commit, :meth:`settle_along`
-        keeps the runner's follow-up only if more work is due.
+        then steps it as before.
         """
         if instance_id is None or instance_id in self._fenced or instance_id not in self.acquired:
             return None
@@ -1244,14 +1232,44 @@ class Engine(Application[UUID]):
             return None
         return instance
 
-    def settle_along(self, uow: UnitOfWork, stepped: Instance | None) -> None:
-        """After :meth:`step_along`'s commit: the runner gets the stepped instance only if it has work."""
-        if stepped is None:
-            return
-        if self.has_work(stepped):
-            uow.follow(stepped.id)
-        else:
-            uow.unfollow(stepped.id)
+    def commit_along(
+        self, uow: UnitOfWork, instance_id: UUID | None, *, along: bool, careful: bool
+    ) -> Literal["committed", "conflict", "alone"]:
+        """Commit and enact ``uow``, with the next macrostep of ``instance_id`` when this thread may take it.
+
+        ``uow`` wrote to ``instance_id``'s inbox (a message sent, a task's
+        outcome for its parent). When ``along`` and the runner lets this
+        thread work on that instance now (:meth:`inline`), its macrostep
+        joins the commit (:meth:`step_along`), and the runner hears of the
+        instance afterwards only if more work is due. Returns
+        ``"committed"``; ``"conflict"`` after a version conflict (decide
+        again from fresh copies); ``"alone"`` when the macrostep could not be
+        added or was refused (an oversized event): decide again without it,
+        and the runner's processing meets the problem and reports it.
+        """
+        with self.inline(instance_id, along) as inline:
+            stepped = None
+            if inline:
+                try:
+                    stepped = self.step_along(uow, instance_id, careful=careful)
+                except Exception:  # the runner's processing meets it again and reports it
+                    log.debug("%s is stepped by the runner", instance_id, exc_info=True)
+                    return "alone"
+            try:
+                self.commit(uow)
+            except IntegrityError:
+                return "conflict"
+            except PayloadTooLarge:
+                if stepped is None:
+                    raise
+                return "alone"
+            if stepped is not None:
+                if self.has_work(stepped):
+                    uow.follow(stepped.id)
+                else:
+                    uow.unfollow(stepped.id)
+            self.enact(uow)
+        return "committed"
 
     def has_work(self, instance: Instance) -> bool:
         """Whether an instance has something to do right now (after a commit)."""
@@ -1315,7 +1333,7 @@ class Engine(Application[UUID]):
         unchanged = {
             instance.id: instance.version - len(instance.pending_events)
             for instance in pending
-            if not any(isinstance(e, _SNAPSHOT_EVENTS) for e in instance.pending_events)
+            if _keep_snapshot(instance.pending_events)
         }
         try:
             for instance_id in uow.fenced:
@@ -1364,10 +1382,9 @@ class Engine(Application[UUID]):
         own), 10 trees claimed in the first save and up to 100 in each
         later one; each tree goes to the runner as soon as its claim has
         landed and its ResumePlan is rebuilt, so the first trees run while
-        later ones are read. Trees
-        held by live engines are left alone, logged, and listed in
-        :attr:`left_alone` (each a :class:`TreeHeld` naming the holder). A
-        leftover child whose caller has ended is finished (its interrupted
+        later ones are read. Trees held by live engines are left alone,
+        logged, and listed in :attr:`left_alone` (each a :class:`TreeHeld`
+        naming the holder). A leftover child whose caller has ended is finished (its interrupted
         cancel cascade completes). A tree with a stored record that does not
         decode is parked with an incident naming it; the other trees recover
         as usual.

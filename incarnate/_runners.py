@@ -93,7 +93,6 @@ class DeterministicRunner:
 
     def run_until_idle(self, max_units: int = 100_000) -> int:
         """Process queued and due instances until none has work left."""
-        assert self.engine is not None
         if self._working:
             raise RuntimeError("run_until_idle() was called from work it is doing (an action or a task)")
         self._working = True

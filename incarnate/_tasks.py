@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, TypeAlias
 from uuid import UUID
 
 import attrs
-from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance, InstanceStatus, Ref
 from incarnate import _tracing
 from incarnate._process import Decision
 from incarnate._work import UnitOfWork
-from incarnate.errors import EngineError, PayloadTooLarge
+from incarnate.errors import EngineError
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
@@ -130,7 +129,7 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
         raised = error  # logged once the failure is committed (a fenced outcome is no fact)
         failure = {"error": type(error).__name__, "message": str(error)}
     fresh = False  # this engine's last copies of the task and its parent; a stale one conflicts
-    along = True  # step the parent in the same commit (not after it refused an oversized event)
+    along = True  # step the parent in the same commit (not after that failed or was refused)
     for _ in range(20):
         uow = UnitOfWork(engine, fresh=fresh)
         task = uow.load(instance_id)
@@ -152,27 +151,13 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
             uow.tell_parent(task, now, done_invoke_event, output)
             kind = "completed"
         parent_id = task.record.parent.parent if task.record.parent is not None else None
-        with engine.inline(parent_id, along) as inline:
-            parent = None
-            if inline:
-                try:
-                    parent = engine.step_along(uow, parent_id, careful=fresh)
-                except Exception:  # the parent's own processing meets it again and reports it
-                    log.debug("the parent of %s is stepped on its own", record.name, exc_info=True)
-                    along = False
-                    continue
-            try:
-                engine.commit(uow)
-            except IntegrityError:
-                fresh = True
-                continue
-            except PayloadTooLarge:
-                if parent is None:
-                    raise
-                along = False  # the parent's step is refused on its own, later; the outcome stands
-                continue
-            engine.settle_along(uow, parent)
-            engine.enact(uow)
+        outcome = engine.commit_along(uow, parent_id, along=along, careful=fresh)
+        if outcome == "conflict":
+            fresh = True
+            continue
+        if outcome == "alone":
+            along = False  # the parent's step is refused or fails on its own, later; the outcome stands
+            continue
         if kind == "failed":
             _log_failure(engine, task, call, raised)
         return Decision(f"task-{kind}", record.name)

@@ -80,8 +80,8 @@ KEEPALIVES_IDLE = 30
 class NonPipelinedRecorder(PostgresApplicationRecorder):
     """The library's application recorder, inserting without pipeline mode and in one statement.
 
-    An insert is one transaction of one statement: a function of the
-    schema's (``incarnate_insert_events``) takes the events table's
+    An insert is one transaction holding one statement: a function of the
+    schema's (``incarnate_insert_events_<hash>``) takes the events table's
     ``EXCLUSIVE`` lock, notifies listeners and inserts the events,
     returning their notification ids — what the library does in four
     statements (lock timeout, lock, notify, insert), each a round trip to
@@ -124,7 +124,6 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
             "SELECT notification_id FROM {schema}.{function}"
             "(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) AS notification_id"
         ).format(schema=schema, function=function, id_type=id_type)
-        self.inserts_by_function = True
 
     def _create_table(self, curs: psycopg.Cursor[DictRow]) -> None:
         """Create the tables holding the schema's creation lock.
@@ -152,10 +151,7 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
     def _insert_stored_events(
         self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> None:
-        """Lock, notify and insert through the schema's function (the library's statements without it)."""
-        if not self.inserts_by_function:
-            super()._insert_stored_events(curs, stored_events, **kwargs)
-            return
+        """Lock, notify and insert through the schema's function."""
         columns = (
             [e.originator_id for e in stored_events],
             [e.originator_version for e in stored_events],
@@ -167,8 +163,7 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
     def _fetch_ids_after_insert_events(
         self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        if not self.inserts_by_function:
-            return super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        """The notification ids the function returned, one per event."""
         return [row["notification_id"] for row in curs.fetchall()]
 
 

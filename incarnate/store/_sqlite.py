@@ -129,14 +129,12 @@ class SQLiteStore:
         found: dict[UUID, list[StoredEvent]] = {}
         for begin in range(0, len(originator_ids), SELECT_MANY_CHUNK):
             chunk = [i.hex for i in originator_ids[begin : begin + SELECT_MANY_CHUNK]]
-            marks = ", ".join("?" * len(chunk))
-            rows = f"SELECT * FROM {table} WHERE originator_id IN ({marks})"
+            where = f"FROM {table} WHERE originator_id IN ({', '.join('?' * len(chunk))})"
             statement = (
-                f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY originator_id "
-                f"ORDER BY originator_version DESC) AS newest FROM {table} WHERE originator_id IN ({marks})) "
-                "WHERE newest = 1"
+                "SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY originator_id "
+                f"ORDER BY originator_version DESC) AS newest {where}) WHERE newest = 1"
                 if latest
-                else f"{rows} ORDER BY originator_id, originator_version"
+                else f"SELECT * {where} ORDER BY originator_id, originator_version"
             )
             with datastore.transaction(commit=False) as cursor:
                 cursor.execute(statement, chunk)

@@ -68,9 +68,8 @@ def queued(committer: GroupCommit, count: int) -> bool:
     """Wait until ``count`` units are queued behind the transaction in flight."""
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
-        with committer._cond:
-            if len(committer._queue) >= count:
-                return True
+        if committer.queued() >= count:
+            return True
         time.sleep(0.001)
     return False
 
