@@ -155,7 +155,13 @@ class ThreadedRunner:
         self.workers = workers
         self.poll_interval = poll_interval
         self.engine: Engine | None = None
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
+        # Each kind of waiter has its own condition over the one lock, so a send or a finished
+        # unit wakes only who can act on it: a worker for queued work, the timer thread for an
+        # earlier deadline, wait_until_idle() callers once nothing is queued or worked on.
+        self._ready = threading.Condition(self._lock)
+        self._alarm = threading.Condition(self._lock)
+        self._quiet = threading.Condition(self._lock)
         self._queue: deque[UUID] = deque()
         self._queued: set[UUID] = set()
         self._busy: set[UUID] = set()
@@ -194,21 +200,35 @@ class ThreadedRunner:
     def notify(self, instance_id: UUID) -> None:
         with self._lock:
             self._enqueue(instance_id)
-            self._lock.notify_all()
 
     def _enqueue(self, instance_id: UUID) -> None:
-        """Queue an instance once; one being worked on is looked at again afterwards (lock held)."""
+        """Queue an instance once, waking one worker; one being worked on is looked at again afterwards.
+
+        The lock is held.
+        """
         if instance_id in self._busy:
             self._again.add(instance_id)
         elif instance_id not in self._queued:
             self._queued.add(instance_id)
             self._queue.append(instance_id)
+            self._ready.notify()
+
+    def _finished(self, instance_id: UUID) -> None:
+        """A thread stopped working on ``instance_id`` (lock held): look again if asked, or report idle."""
+        self._busy.discard(instance_id)
+        if instance_id in self._again:
+            self._again.discard(instance_id)
+            self._enqueue(instance_id)
+        elif not self._queue and not self._busy:
+            self._quiet.notify_all()
 
     def notify_at(self, deadline: float, instance_id: UUID) -> None:
         with self._lock:
             self._sequence += 1
-            heapq.heappush(self._timers, (deadline, self._sequence, instance_id))
-            self._lock.notify_all()
+            entry = (deadline, self._sequence, instance_id)
+            heapq.heappush(self._timers, entry)
+            if self._timers[0] is entry:
+                self._alarm.notify()  # the timer thread sleeps until the earliest deadline
 
     @contextlib.contextmanager
     def inline(self, instance_id: UUID) -> Iterator[bool]:
@@ -230,18 +250,14 @@ class ThreadedRunner:
         finally:
             if allowed:
                 with self._lock:
-                    self._busy.discard(instance_id)
-                    if instance_id in self._again:
-                        self._again.discard(instance_id)
-                        self._enqueue(instance_id)
-                    self._lock.notify_all()
+                    self._finished(instance_id)
 
     def _work(self) -> None:
         assert self.engine is not None
         while True:
             with self._lock:
                 while not self._queue and not self._stopping:
-                    self._lock.wait(self.poll_interval)
+                    self._ready.wait(self.poll_interval)
                 if self._stopping:
                     return
                 instance_id = self._queue.popleft()
@@ -254,13 +270,9 @@ class ThreadedRunner:
                 log.exception("work on %s failed", instance_id)
                 self.errors.append(error)
             with self._lock:
-                self._busy.discard(instance_id)
                 if decision is not None:
                     self.units += 1
-                if instance_id in self._again:
-                    self._again.discard(instance_id)
-                    self._enqueue(instance_id)
-                self._lock.notify_all()
+                self._finished(instance_id)
 
     def _tick(self) -> None:
         assert self.engine is not None
@@ -272,11 +284,10 @@ class ThreadedRunner:
                 while self._timers and self._timers[0][0] <= now:
                     _, _, instance_id = heapq.heappop(self._timers)
                     self._enqueue(instance_id)
-                    self._lock.notify_all()
                 wait = self.poll_interval
                 if self._timers:
                     wait = max(0.0, min(wait, self._timers[0][0] - now))
-                self._lock.wait(wait)
+                self._alarm.wait(wait)
 
     def next_deadline(self) -> float | None:
         """The earliest watched deadline not released yet, if any (also after ``stop()``)."""
@@ -303,7 +314,7 @@ class ThreadedRunner:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._lock.wait(min(remaining, self.poll_interval))
+                self._quiet.wait(min(remaining, self.poll_interval))
         return True
 
     def run_until_idle(self, max_units: int = 100_000) -> int:
@@ -317,7 +328,8 @@ class ThreadedRunner:
         """Let in-flight units finish, then stop every thread."""
         with self._lock:
             self._stopping = True
-            self._lock.notify_all()
+            for condition in (self._ready, self._alarm, self._quiet):
+                condition.notify_all()
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()

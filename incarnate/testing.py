@@ -182,11 +182,18 @@ def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterat
             raise SimulatedCrash("simulated crash inside the commit's transaction, after its inserts")
         return result
 
+    # A recorder that commits an insert as one autocommitted statement (PostgreSQL's) sends it
+    # between BEGIN and COMMIT meanwhile, so there is a transaction to crash inside.
+    one_statement = getattr(recorder, "one_statement", None)
     engine.hooks.append(note)
     setattr(recorder, name, crashing)
+    if one_statement is not None:
+        recorder.one_statement = False
     try:
         yield
     finally:
+        if one_statement is not None:
+            recorder.one_statement = one_statement
         setattr(recorder, name, original)
         engine.hooks.remove(note)
 

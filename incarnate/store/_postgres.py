@@ -45,7 +45,7 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import sql
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 
 from incarnate.errors import StorageError, StoreUnreachable
 from incarnate.store._port import Change, Heartbeat, Lease
@@ -80,14 +80,23 @@ KEEPALIVES_IDLE = 30
 class NonPipelinedRecorder(PostgresApplicationRecorder):
     """The library's application recorder, inserting without pipeline mode and in one statement.
 
-    An insert is one transaction holding one statement: a function of the
-    schema's (``incarnate_insert_events_<hash>``) takes the events table's
+    An insert is one statement, sent on an autocommit connection, so it is
+    its own transaction and one round trip: a function of the schema's
+    (``incarnate_insert_events_<hash>``) takes the events table's
     ``EXCLUSIVE`` lock, notifies listeners and inserts the events,
-    returning their notification ids — what the library does in four
-    statements (lock timeout, lock, notify, insert), each a round trip to
-    the server. The lock is still held until the commit, so notification
-    ids stay gapless and in commit order for followers and projections.
+    returning their notification ids — what the library does in six
+    statements (begin, lock timeout, lock, notify, insert, commit), each a
+    round trip to the server. The lock is still held until the statement's
+    transaction commits, so notification ids stay gapless and in commit
+    order for followers and projections.
+
+    With :attr:`one_statement` false the same statement is sent between
+    ``BEGIN`` and ``COMMIT`` (two more round trips): what
+    ``incarnate.testing`` uses to crash after the insert, before the commit.
     """
+
+    one_statement = True
+    """Send an insert as one autocommitted statement; false: inside ``BEGIN`` … ``COMMIT``."""
 
     def __init__(self, datastore: Any, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
@@ -118,12 +127,14 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
             channel=sql.Identifier(self.channel_name),
         )
         self.sql_create_statements.append(self.insert_function_statement)
-        # Four arrays of plain values: psycopg adapts them in C, where an array of the
-        # library's composite type is adapted value by value in Python.
+        # Four arrays of plain values, sent in binary (%b): no quoting or escaping of each
+        # element, where an array of the library's composite type is adapted value by value.
         self.call_insert_function = sql.SQL(
             "SELECT notification_id FROM {schema}.{function}"
-            "(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) AS notification_id"
+            "(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[]) AS notification_id"
         ).format(schema=schema, function=function, id_type=id_type)
+        self._insert_query: bytes | None = None
+        self._select_queries: dict[tuple[bool, bool, bool, bool], bytes] = {}
 
     def _create_table(self, curs: psycopg.Cursor[DictRow]) -> None:
         """Create the tables holding the schema's creation lock.
@@ -137,16 +148,19 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        """Lock the table, notify, insert and read the notification ids, in one transaction."""
+        """Lock the table, notify, insert and read the notification ids: one transaction, one statement."""
         if self.datastore.enable_db_functions:
             ids: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
             return ids
-        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
-            self._insert_events(curs, stored_events, **kwargs)
-            if not stored_events:
-                return None
-            self._insert_stored_events(curs, stored_events, **kwargs)
-            return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if not stored_events:
+            return None
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            if self.one_statement:
+                self._insert_stored_events(curs, stored_events, **kwargs)
+                return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+            with conn.transaction():
+                self._insert_stored_events(curs, stored_events, **kwargs)
+                return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
 
     def _insert_stored_events(
         self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -158,13 +172,65 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
             [e.topic for e in stored_events],
             [e.state for e in stored_events],
         )
-        curs.execute(self.call_insert_function, columns, prepare=True)
+        query = self._insert_query
+        if query is None:  # rendered once: a composed query is rendered again on every execute
+            query = self._insert_query = self.call_insert_function.as_bytes(curs)
+        curs.execute(query, columns, prepare=True)
 
     def _fetch_ids_after_insert_events(
         self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         """The notification ids the function returned, one per event."""
         return [row["notification_id"] for row in curs.fetchall()]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """An originator's events, as the library selects them, by a statement rendered once per form.
+
+        The library composes and renders the statement again on every call
+        and decodes rows as dicts; here each of the few forms is rendered
+        once, parameters and results travel in binary (``bytea`` unescaped)
+        and rows are plain tuples.
+        """
+        params: list[Any] = [originator_id]
+        if gt is not None:
+            params.append(gt)
+        if lte is not None:
+            params.append(lte)
+        if limit is not None:
+            params.append(limit)
+        form = (gt is not None, lte is not None, desc, limit is not None)
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            query = self._select_queries.get(form)
+            if query is None:
+                query = self._select_queries[form] = self._select_statement(*form).as_bytes(curs)
+            curs.execute(query, params, prepare=True, binary=True)
+            return [
+                StoredEvent(originator_id=row[0], originator_version=row[1], topic=row[2], state=row[3])
+                for row in curs.fetchall()
+            ]
+
+    def _select_statement(self, gt: bool, lte: bool, desc: bool, limit: bool) -> sql.Composed:
+        """The ``select_events`` statement of one form (which bounds are given, the order)."""
+        return sql.SQL(
+            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
+            "WHERE originator_id = %b{gt}{lte} ORDER BY originator_version {order}{limit}"
+        ).format(
+            schema=sql.Identifier(self.datastore.schema),
+            table=sql.Identifier(self.events_table_name),
+            gt=sql.SQL(" AND originator_version > %b" if gt else ""),
+            lte=sql.SQL(" AND originator_version <= %b" if lte else ""),
+            order=sql.SQL("DESC" if desc else "ASC"),
+            limit=sql.SQL(" LIMIT %b" if limit else ""),
+        )
 
 
 def creation_lock(schema: str) -> int:

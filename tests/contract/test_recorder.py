@@ -72,3 +72,40 @@ def test_a_commit_waits_for_the_one_before_it_so_readers_never_see_a_hole() -> N
             connection.execute("DROP TABLE IF EXISTS contract_function_events")
             connection.execute(f"DROP FUNCTION IF EXISTS {recorder.insert_function_name}")
         datastore.close()
+
+
+@pytest.mark.parametrize("one_statement", [True, False], ids=["one statement", "begin-commit"])
+def test_an_insert_is_all_or_nothing_and_leaves_its_connection_usable(one_statement: bool) -> None:
+    """One autocommitted statement is a transaction too: a conflicting event stores none of the batch.
+
+    The same holds between ``BEGIN`` and ``COMMIT`` (the form the test kit's
+    crash inside a commit uses), and the pool's connections stay usable
+    after the refused insert, so the next insert and read succeed.
+    """
+    import uuid
+
+    from eventsourcing.persistence import IntegrityError, StoredEvent
+
+    user = require_postgres()
+    datastore = PostgresDatastore(PG_DBNAME, PG_HOST, str(PG_PORT), user, "", pool_size=1)
+    recorder = NonPipelinedRecorder(datastore, events_table_name="contract_atomic_events")
+    recorder.one_statement = one_statement
+    try:
+        recorder.create_table()
+        taken, fresh = uuid.uuid4(), uuid.uuid4()
+        assert recorder.insert_events([StoredEvent(taken, 1, "topic", b"first")]) == [1]
+        batch = [StoredEvent(fresh, 1, "topic", b"\x00\xffbinary"), StoredEvent(taken, 1, "topic", b"again")]
+        with pytest.raises(IntegrityError):
+            recorder.insert_events(batch)
+        assert recorder.select_events(fresh) == []
+        assert [e.state for e in recorder.select_events(taken)] == [b"first"]
+        assert recorder.insert_events(batch[:1]) is not None
+        (stored,) = recorder.select_events(fresh)
+        assert (stored.originator_id, stored.originator_version) == (fresh, 1)
+        assert stored.state == b"\x00\xffbinary"
+        assert [n.originator_id for n in recorder.select_notifications(start=1, limit=10)] == [taken, fresh]
+    finally:
+        with datastore.get_connection() as connection:
+            connection.execute("DROP TABLE IF EXISTS contract_atomic_events")
+            connection.execute(f"DROP FUNCTION IF EXISTS {recorder.insert_function_name}")
+        datastore.close()
