@@ -10,6 +10,7 @@ pickle is involved anywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from uuid import UUID
 
 import cattrs
 from cattrs.errors import ClassValidationError
+from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
@@ -52,6 +54,51 @@ def make_event_converter() -> cattrs.Converter:
 
 CONVERTER = make_event_converter()
 
+_PLAIN = frozenset({str | None, int | None, float | None, dict[str, Any], dict[str, Any] | None})
+"""Field types whose values the stored form keeps as they are: optional scalars and encoded snapshots.
+
+An encoded snapshot (``JsonObject``) is JSON data built by the snapshot
+codec, so copying it value by value, as a converter does for ``dict[str,
+Any]``, would produce the same JSON.
+"""
+
+
+def _is_domain_event(cls: object) -> bool:
+    return (
+        isinstance(cls, type)
+        and dataclasses.is_dataclass(cls)
+        and "originator_version" in {f.name for f in dataclasses.fields(cls)}
+    )
+
+
+def _optional_uuid(value: UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def make_stored_converter() -> cattrs.Converter:
+    """The event converter as the mapper stores events: the same JSON, produced with less work.
+
+    An event's ``originator_id`` and ``originator_version`` are left out (they
+    are the stored event's own columns), and the fields in :data:`_PLAIN`
+    are passed through instead of being copied.
+    """
+    converter = make_event_converter()
+    converter.register_unstructure_hook_factory(
+        _is_domain_event,
+        lambda cls: make_dict_unstructure_fn(
+            cls, converter, originator_id=override(omit=True), originator_version=override(omit=True)
+        ),
+    )
+    converter.register_unstructure_hook_func(_PLAIN.__contains__, lambda value: value)
+    converter.register_unstructure_hook_func(lambda t: t == UUID | None, _optional_uuid)
+    return converter
+
+
+STORED_CONVERTER = make_stored_converter()
+
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""The stored events' JSON encoder, built once (``json.dumps`` builds one per call for these options)."""
+
 
 def encode_event(event: object) -> dict[str, Any]:
     """An event object as JSON-compatible data."""
@@ -69,10 +116,8 @@ class CattrsMapper(Mapper[UUID]):
     encryption, when configured, apply as usual)."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
-        data = encode_event(domain_event)
-        del data["originator_id"]  # the stored event's own columns
-        del data["originator_version"]
-        state = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        data = STORED_CONVERTER.unstructure(domain_event, type(domain_event))
+        state = _JSON.encode(data).encode()
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:

@@ -27,6 +27,7 @@ from aggregates._records import (
     RetryEntry,
     Settlement,
     apply_slot_changes,
+    evolve_record,
     split_snapshot,
 )
 from aggregates._snapshot import InstanceSnapshot
@@ -181,7 +182,7 @@ class Instance(Aggregate):
             else:
                 parts = {**(record.snapshot_parts or {}), **(self.parts or {})}
                 slots = apply_slot_changes(record.slots, self.added, self.changed, self.removed)
-            aggregate.record = attrs.evolve(
+            aggregate.record = evolve_record(
                 record,
                 snapshot_parts=parts,
                 slots=slots,
@@ -259,7 +260,7 @@ class Instance(Aggregate):
                 facts.kind,
                 facts.name,
             )
-            aggregate.record = attrs.evolve(record, retained=record.retained.put(activation))
+            aggregate.record = evolve_record(record, retained=record.retained.put(activation))
 
     def record_birth(self, facts: BirthFacts) -> None:
         """Retain a first incarnation of a slot."""
@@ -290,7 +291,7 @@ class Instance(Aggregate):
                 state=ActivationState.RETRYING,
                 journal=(*a.journal, RetryEntry(self.ref, a.attempt, self.error, self.deadline)),
             )
-            aggregate.record = attrs.evolve(record, retained=record.retained.put(retrying))
+            aggregate.record = evolve_record(record, retained=record.retained.put(retrying))
 
     def record_retry(self, ref: Ref, attempt: int, deadline: float, error: JsonValue) -> None:
         """Move a running activation to retrying."""
@@ -324,7 +325,7 @@ class Instance(Aggregate):
                 armed_step=facts.armed_step,
                 provenance=Provenance.RETRY,
             )
-            aggregate.record = attrs.evolve(record, retained=record.retained.put(fresh))
+            aggregate.record = evolve_record(record, retained=record.retained.put(fresh))
 
     def record_resume(self, facts: BirthFacts) -> None:
         """Replace a retrying activation by its fresh incarnation."""
@@ -357,7 +358,7 @@ class Instance(Aggregate):
             a = record.activation(self.ref.site, self.ref.key)
             if a is None or a.ref != self.ref:
                 return
-            aggregate.record = attrs.evolve(record, retained=record.retained.remove((a.site, a.key)))
+            aggregate.record = evolve_record(record, retained=record.retained.remove((a.site, a.key)))
 
     def record_settled(self, ref: Ref, settlement: Settlement) -> None:
         """Drop the activation of ``ref``."""
@@ -377,7 +378,7 @@ class Instance(Aggregate):
             record: InstanceRecord = aggregate.record
             message = self.message
             keys = record.keys if message.key is None else (*record.keys, message.key)
-            aggregate.record = attrs.evolve(
+            aggregate.record = evolve_record(
                 record, inbox=(*record.inbox, message), message_seq=message.seq, keys=keys
             )
 
@@ -406,7 +407,7 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            aggregate.record = attrs.evolve(record, inbox=_without(record.inbox, self.consumed))
+            aggregate.record = evolve_record(record, inbox=_without(record.inbox, self.consumed))
 
     def reject(self, message: Message, reason: str) -> None:
         """Consume ``message`` without applying it, recording why."""
@@ -423,7 +424,7 @@ class Instance(Aggregate):
         reason: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.record = attrs.evolve(aggregate.record, cancel=CancelRequest(self.by, self.reason))
+            aggregate.record = evolve_record(aggregate.record, cancel=CancelRequest(self.by, self.reason))
 
     def request_cancel(self, by: UUID | None, reason: str) -> bool:
         """Ask the instance to stop; False when it has finished or was asked already."""
@@ -438,7 +439,7 @@ class Instance(Aggregate):
         output: JsonValue
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.record = attrs.evolve(aggregate.record, status=InstanceStatus.DONE, output=self.output)
+            aggregate.record = evolve_record(aggregate.record, status=InstanceStatus.DONE, output=self.output)
 
     def complete(self, output: JsonValue) -> None:
         """Finish successfully."""
@@ -451,7 +452,7 @@ class Instance(Aggregate):
         error: JsonValue
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.record = attrs.evolve(aggregate.record, status=InstanceStatus.FAILED, error=self.error)
+            aggregate.record = evolve_record(aggregate.record, status=InstanceStatus.FAILED, error=self.error)
 
     def fail(self, error: JsonValue) -> None:
         """Finish with a failure."""
@@ -464,7 +465,7 @@ class Instance(Aggregate):
         reason: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.record = attrs.evolve(
+            aggregate.record = evolve_record(
                 aggregate.record, status=InstanceStatus.CANCELLED, error={"cancelled": self.reason}
             )
 
@@ -479,7 +480,7 @@ class Instance(Aggregate):
         reason: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.record = attrs.evolve(
+            aggregate.record = evolve_record(
                 aggregate.record, status=InstanceStatus.ORPHAN, error={"orphan": self.reason}
             )
 
@@ -496,7 +497,7 @@ class Instance(Aggregate):
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             status = InstanceStatus.PARKED if self.incident.parked else record.status
-            aggregate.record = attrs.evolve(
+            aggregate.record = evolve_record(
                 record, incidents=(*record.incidents, self.incident), status=status
             )
 
@@ -512,7 +513,7 @@ class Instance(Aggregate):
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             status = InstanceStatus.RUNNING if record.snapshot_parts is not None else InstanceStatus.BORN
-            aggregate.record = attrs.evolve(record, status=status)
+            aggregate.record = evolve_record(record, status=status)
 
     def resolve(self, resolution: str) -> None:
         """Unpark the instance."""
@@ -535,7 +536,7 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             parts, slots = split_snapshot(self.snapshot)
-            aggregate.record = attrs.evolve(
+            aggregate.record = evolve_record(
                 aggregate.record, snapshot_parts=parts, slots=slots, fingerprint=self.fingerprint
             )
 
@@ -570,7 +571,7 @@ class Instance(Aggregate):
         reason: str
 
         def apply(self, aggregate: Any) -> None:
-            aggregate.record = attrs.evolve(aggregate.record, owner=self.owner, incarnation=self.incarnation)
+            aggregate.record = evolve_record(aggregate.record, owner=self.owner, incarnation=self.incarnation)
 
     def claim(self, owner: str, *, previous_incarnation: int | None = None, reason: str) -> int:
         """Make ``owner`` the owner under the next incarnation; returns that incarnation.

@@ -190,6 +190,32 @@ class InstanceRecord:
         return self.retained.get((site, key))
 
 
+_RECORD_FIELDS = tuple(field.name for field in attrs.fields(InstanceRecord))
+_RECORD_NAMES = frozenset(_RECORD_FIELDS)
+_RECORD_CONVERTERS: dict[str, Any] = {"slots": _slots, "retained": _activations}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def evolve_record(record: InstanceRecord, **changes: Any) -> InstanceRecord:
+    """``attrs.evolve(record, **changes)``, at about half the cost: every applied event makes one.
+
+    The fields are copied slot by slot instead of through ``__init__``
+    (the record has no validators; the two converted fields are converted
+    here), so an event's ``apply`` does not pay for re-checking what the
+    record already holds.
+    """
+    new = _new(InstanceRecord)
+    for name in _RECORD_FIELDS:
+        _set(new, name, getattr(record, name))
+    for name, value in changes.items():
+        if name not in _RECORD_NAMES:
+            raise TypeError(f"InstanceRecord has no field {name!r}")
+        convert = _RECORD_CONVERTERS.get(name)
+        _set(new, name, value if convert is None else convert(value))
+    return new
+
+
 def split_snapshot(data: JsonObject) -> tuple[JsonObject, SlotData]:
     """A whole encoded snapshot as the record keeps it: its top-level parts and its slots."""
     parts = {name: value for name, value in data.items() if name != "children"}
