@@ -4,6 +4,10 @@ One macrostep is one external event processed until the configuration is
 stable. Each library runs the same charts and the same cyclic event script:
 
 * ``flat``: ten states ``s0`` … ``s9`` and one event ``next`` cycling through them;
+* ``guarded``: the same ring with a guard on every transition (it reads the
+  event's name, and always passes), so no macrostep is one incarnate can
+  answer from the chart's plans: the interpreter's whole algorithm runs per
+  event, as it does for any chart with guards or actions;
 * ``nested``: a compound ``on`` holding a deep history and a parallel state
   ``running`` with two regions (``left`` has a nested compound), plus
   ``off``; ``tick`` moves the left region, ``tock`` the right one, and
@@ -209,6 +213,68 @@ def statemachine_flat() -> Any:
     return FlatMachine
 
 
+# --------------------------------------------------------- guarded chart
+
+
+def _next(context: object, event: Event) -> bool:
+    """The guarded ring's guard: reads the event, always passes."""
+    return event.name == "next"
+
+
+def incarnate_guarded() -> Chart[NoContext]:
+    """The ring with a guard on every transition."""
+    return Chart("bench.guarded", *(state(s, on=[transition("next", t, guard=_next)]) for s, t in FLAT_RING))
+
+
+def sismic_guarded() -> Any:
+    """The guarded ring in Sismic (the guard is Python code it evaluates per transition)."""
+    from sismic.model import BasicState, CompoundState, Statechart, Transition
+
+    chart = Statechart("guarded")
+    chart.add_state(CompoundState("guarded", initial=FLAT_STATES[0]), None)
+    for name in FLAT_STATES:
+        chart.add_state(BasicState(name), "guarded")
+    for source, target in FLAT_RING:
+        chart.add_transition(Transition(source, target, event="next", guard="event.name == 'next'"))
+    chart.validate()
+    return chart
+
+
+def statemachine_guarded() -> Any:
+    """The guarded ring as a python-statemachine class (a condition on every transition)."""
+    from statemachine import State, StateMachine
+
+    class GuardedMachine(StateMachine):
+        s0 = State(initial=True)
+        s1 = State()
+        s2 = State()
+        s3 = State()
+        s4 = State()
+        s5 = State()
+        s6 = State()
+        s7 = State()
+        s8 = State()
+        s9 = State()
+
+        next = (
+            s0.to(s1, cond="named")
+            | s1.to(s2, cond="named")
+            | s2.to(s3, cond="named")
+            | s3.to(s4, cond="named")
+            | s4.to(s5, cond="named")
+            | s5.to(s6, cond="named")
+            | s6.to(s7, cond="named")
+            | s7.to(s8, cond="named")
+            | s8.to(s9, cond="named")
+            | s9.to(s0, cond="named")
+        )
+
+        def named(self, event: str) -> bool:
+            return event == "next"
+
+    return GuardedMachine
+
+
 # --------------------------------------------------------- nested chart
 #
 # A return through one history per region would need a transition with two
@@ -343,6 +409,8 @@ class Case:
     """The configuration the check must end in."""
     build: Callable[[Sequence[str]], dict[str, Runner]]
     """Builds the chart in every library, each runner repeating the given script."""
+    targets: dict[str, float | None] = attrs.field(factory=lambda: dict(TARGETS))
+    """The ratio each competitor's rate is held to (None: reported, no target)."""
 
     def runners(self) -> dict[str, Runner]:
         """Fresh runners, one per library, in their initial configuration."""
@@ -358,6 +426,15 @@ def flat_runners(script: Sequence[str]) -> dict[str, Runner]:
     }
 
 
+def guarded_runners(script: Sequence[str]) -> dict[str, Runner]:
+    """The guarded ring in each library."""
+    return {
+        INCARNATE: IncarnateRunner(incarnate_guarded(), script),
+        STATEMACHINE: StatemachineRunner(statemachine_guarded(), script),
+        SISMIC: SismicRunner(sismic_guarded(), script),
+    }
+
+
 def nested_runners(script: Sequence[str]) -> dict[str, Runner]:
     """The nested chart in each library."""
     return {
@@ -369,6 +446,15 @@ def nested_runners(script: Sequence[str]) -> dict[str, Runner]:
 
 FLAT_CASE = Case("flat", ("next",), 23, frozenset({"s3"}), flat_runners)
 
+GUARDED_CASE = Case(
+    "guarded",
+    ("next",),
+    23,
+    frozenset({"s3"}),
+    guarded_runners,
+    targets=dict.fromkeys(TARGETS),  # the targets are for flat and nested; this one shows the general path
+)
+
 NESTED_CASE = Case(
     "nested",
     # three ticks and three tocks bring each region back to its first state;
@@ -379,7 +465,7 @@ NESTED_CASE = Case(
     nested_runners,
 )
 
-CASES = {case.name: case for case in (FLAT_CASE, NESTED_CASE)}
+CASES = {case.name: case for case in (FLAT_CASE, GUARDED_CASE, NESTED_CASE)}
 
 
 # ----------------------------------------------------------------- check
@@ -456,10 +542,18 @@ RATIOS_HEADER = f"{'ratio':<34} {'measured':>9} {'rounds':>15} {'target':>8}  ve
 """Median incarnate rate over each competitor's median rate, against the targets."""
 
 
-def rate_rows(rates: dict[str, list[float]]) -> Iterator[str]:
+@attrs.frozen
+class Measured:
+    """One chart's rates, one per round and library, and the case they measure."""
+
+    case: Case
+    rates: dict[str, list[float]]
+
+
+def rate_rows(measured: Measured) -> Iterator[str]:
     """The rates of one chart, a row per library."""
     for library in LIBRARIES:
-        values = rates[library]
+        values = measured.rates[library]
         median = statistics.median(values)
         yield (
             f"{library:<21} {median:>12,.0f} {1e6 / median:>9.2f} "
@@ -467,14 +561,15 @@ def rate_rows(rates: dict[str, list[float]]) -> Iterator[str]:
         )
 
 
-def ratio_rows(rates: dict[str, list[float]]) -> Iterator[str]:
+def ratio_rows(measured: Measured) -> Iterator[str]:
     """The ratios of one chart, a row per competitor.
 
     The spread of the per-round ratios is shown too: the libraries of one round
     run back to back, so a round's ratio is less exposed to slow drifts in
     machine load than the rates themselves.
     """
-    for library, target in TARGETS.items():
+    rates = measured.rates
+    for library, target in measured.case.targets.items():
         ratio = common.compare(rates[INCARNATE], rates[library], target)
         label = f"{INCARNATE} / {library}"
         yield f"{label:<34} {ratio.measured:>8.2f}x {ratio.rounds:>15} {ratio.wanted:>8}  {ratio.verdict}"
@@ -524,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not all([check(case) for case in cases]):
         return 1
-    results = {case.name: bench(case, options.rounds, options.seconds) for case in cases}
+    results = {case.name: Measured(case, bench(case, options.rounds, options.seconds)) for case in cases}
     print()
     common.print_tables(results, TABLES, key="chart", width=8)
     return 0

@@ -21,6 +21,7 @@ from statechart._model import (
     _actions,
     _targets,
 )
+from statechart._plan import Plan, PlanKey
 from statechart._shape import Shape, SiteShape, StateShape, TransitionShape
 from statechart._snapshot import HistoryEntry
 from statechart._validate import Validator, walk
@@ -356,6 +357,9 @@ class Chart(Generic[C]):
             tuple[int, tuple[tuple[int, tuple[int, ...]], ...]],
             tuple[tuple[int, ...], dict[int, CompiledTransition]],
         ] = {}
+        # The outcomes of plain macrosteps (see ``statechart._plan``); a chart with
+        # sites has none, since a macrostep there also reconciles the child slots.
+        self.plans: dict[PlanKey, Plan | None] | None = None if self.site_states else {}
 
     def static_domain(self, t: CompiledTransition) -> int:
         """SCXML ``getTransitionDomain`` for targets known at compile time."""

@@ -6,7 +6,9 @@ private working copy (:class:`Run`), and return it with the effects the
 engine must enact. Phases follow W3C SCXML 1.0 Appendix D: select
 transitions, remove conflicts, compute the exit set, exit, execute, enter,
 and stabilise (eventless transitions and internal events), then start the
-child sites of the states that stay active.
+child sites of the states that stay active. A macrostep that runs no
+executable content is computed this way once, then answered from the
+chart's plans (see :mod:`statechart._plan`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from statechart._model import (
     SendParent,
     StateKind,
 )
+from statechart._plan import PLAN_LIMIT, Plan, PlanKey, plain, remember, settled
 from statechart._scope import _CURRENT, Scope
 from statechart._snapshot import (
     ChildSlot,
@@ -70,6 +73,8 @@ C = TypeVar("C")
 
 _ATOMIC = (StateKind.ATOMIC, StateKind.FINAL)
 _NO_EVENT = Event("")
+_UNPLANNED = Plan((), None)
+"""What a chart's plans give for a key not yet seen (``None`` means: seen, and not plain)."""
 _NO_SLOT_CHANGES = SlotChanges()
 """A macrostep that touched no child slot (SlotChanges is frozen: one value serves all)."""
 
@@ -220,14 +225,16 @@ class Run:
 
     # ------------------------------------------------------------- result
 
+    def recorded_history(self) -> tuple[HistoryEntry, ...]:
+        """The history values as the snapshot stores them, ordered by history state."""
+        ids = self.chart.ids
+        return tuple(
+            HistoryEntry(ids[h], tuple(ids[s] for s in states)) for h, states in sorted(self.history.items())
+        )
+
     def snapshot(self) -> Snapshot[C]:
-        chart, ids, base = self.chart, self.chart.ids, self.base
-        history = base.history
-        if self.history_changed:
-            history = tuple(
-                HistoryEntry(ids[h], tuple(ids[s] for s in states))
-                for h, states in sorted(self.history.items())
-            )
+        chart, base = self.chart, self.base
+        history = self.recorded_history() if self.history_changed else base.history
         timers = base.timers
         if self.timers_changed:
             timers = tuple(sorted(self.timers.values(), key=_timer_order))
@@ -944,11 +951,35 @@ def step(
     as for :func:`start`.
     """
     _check_event(chart, snapshot, event)
+    plans = chart.plans
+    learn: PlanKey | None = None
+    # a queued internal event, a child slot or a child's outcome makes a macrostep read more
+    if plans is not None and event.invoke_id is None and not (snapshot.internal_queue or snapshot.children):
+        key = (snapshot.configuration, snapshot.history, event.name)
+        plan = plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            learn = key if len(plans) < PLAN_LIMIT else None
+        elif plan is not None:
+            return plan.apply(chart, snapshot, now), ()
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
-    _scoped(run, run.macrostep, event)
+    if learn is None:
+        _scoped(run, run.macrostep, event)
+    else:
+        _scoped(run, _learn, run, snapshot, event, learn)
     if run.rejected:
         return snapshot, tuple(run.effects)
     return run.snapshot(), tuple(run.effects)
+
+
+def _learn(run: Run, snapshot: Snapshot[C], event: Event, key: PlanKey) -> None:
+    """The macrostep of ``event``, kept as the chart's plan for ``key`` when it proves plain."""
+    admitted = plain(run, event.name)
+    run.macrostep(event)
+    plan: Plan | None = None
+    if admitted and settled(run, snapshot):
+        configuration = run.chart.configuration_ids(run.config)
+        plan = Plan(configuration, run.recorded_history() if run.history_changed else None)
+    remember(run.chart, key, plan)
 
 
 def fire(
