@@ -52,8 +52,12 @@ def test_rate_and_ratio_rows() -> None:
     rows = list(peers.rate_rows(200)(rates))
     assert rows[0].split()[:3] == ["incarnate", "200", "110.0"]
     assert rows[1].split()[:4] == ["dbos", "200", "55.0", "18.18"]
-    (ratio,) = peers.rate_ratio_rows("serial")(rates)
-    assert "2.00x" in ratio and ratio.rstrip().endswith("-")
+    (ratio,) = peers.rate_ratio_rows("serial")(("postgres", rates))
+    assert "2.00x" in ratio and ">= 2x" in ratio and ratio.rstrip().endswith(" met")
+    (ratio,) = peers.rate_ratio_rows("serial")(("sqlite", rates))
+    assert ">= 3x" in ratio and ratio.rstrip().endswith("not met")
+    (ratio,) = peers.rate_ratio_rows("inflight")(("postgres", rates))
+    assert ">= 3x" in ratio and ratio.rstrip().endswith("not met")
 
 
 def test_recovery_ratios_put_dbos_over_incarnate() -> None:
