@@ -159,61 +159,9 @@ class StatemachineRunner:
         return frozenset(s.id for s in self.machine.configuration)
 
 
-# ----------------------------------------------------------- flat chart
-
-
-def incarnate_flat() -> Chart[NoContext]:
-    """Ten states in a ring, ``next`` moving one step along it."""
-    return Chart("bench.flat", *(state(s, on=[transition("next", t)]) for s, t in FLAT_RING))
-
-
-def sismic_flat() -> Any:
-    """The ring as a Sismic statechart (a root compound state holds the ten states)."""
-    from sismic.model import BasicState, CompoundState, Statechart, Transition
-
-    chart = Statechart("flat")
-    chart.add_state(CompoundState("flat", initial=FLAT_STATES[0]), None)
-    for name in FLAT_STATES:
-        chart.add_state(BasicState(name), "flat")
-    for source, target in FLAT_RING:
-        chart.add_transition(Transition(source, target, event="next"))
-    chart.validate()
-    return chart
-
-
-def statemachine_flat() -> Any:
-    """The ring as a python-statemachine class."""
-    from statemachine import State, StateMachine
-
-    class FlatMachine(StateMachine):
-        s0 = State(initial=True)
-        s1 = State()
-        s2 = State()
-        s3 = State()
-        s4 = State()
-        s5 = State()
-        s6 = State()
-        s7 = State()
-        s8 = State()
-        s9 = State()
-
-        next = (
-            s0.to(s1)
-            | s1.to(s2)
-            | s2.to(s3)
-            | s3.to(s4)
-            | s4.to(s5)
-            | s5.to(s6)
-            | s6.to(s7)
-            | s7.to(s8)
-            | s8.to(s9)
-            | s9.to(s0)
-        )
-
-    return FlatMachine
-
-
-# --------------------------------------------------------- guarded chart
+# ------------------------------------------------- flat and guarded charts
+#
+# Both are the ring; the guarded one puts a guard on every transition.
 
 
 def _next(context: object, event: Event) -> bool:
@@ -221,30 +169,39 @@ def _next(context: object, event: Event) -> bool:
     return event.name == "next"
 
 
-def incarnate_guarded() -> Chart[NoContext]:
-    """The ring with a guard on every transition."""
-    return Chart("bench.guarded", *(state(s, on=[transition("next", t, guard=_next)]) for s, t in FLAT_RING))
+def incarnate_ring(guarded: bool) -> Chart[NoContext]:
+    """Ten states in a ring, ``next`` moving one step along it (through a guard if ``guarded``)."""
+    guard = _next if guarded else None
+    name = "bench.guarded" if guarded else "bench.flat"
+    return Chart(name, *(state(s, on=[transition("next", t, guard=guard)]) for s, t in FLAT_RING))
 
 
-def sismic_guarded() -> Any:
-    """The guarded ring in Sismic (the guard is Python code it evaluates per transition)."""
+def sismic_ring(guarded: bool) -> Any:
+    """The ring as a Sismic statechart (a root compound state holds the ten states).
+
+    A guard is Python code Sismic evaluates per transition.
+    """
     from sismic.model import BasicState, CompoundState, Statechart, Transition
 
-    chart = Statechart("guarded")
-    chart.add_state(CompoundState("guarded", initial=FLAT_STATES[0]), None)
+    root = "guarded" if guarded else "flat"
+    guard = "event.name == 'next'" if guarded else None
+    chart = Statechart(root)
+    chart.add_state(CompoundState(root, initial=FLAT_STATES[0]), None)
     for name in FLAT_STATES:
-        chart.add_state(BasicState(name), "guarded")
+        chart.add_state(BasicState(name), root)
     for source, target in FLAT_RING:
-        chart.add_transition(Transition(source, target, event="next", guard="event.name == 'next'"))
+        chart.add_transition(Transition(source, target, event="next", guard=guard))
     chart.validate()
     return chart
 
 
-def statemachine_guarded() -> Any:
-    """The guarded ring as a python-statemachine class (a condition on every transition)."""
+def statemachine_ring(guarded: bool) -> Any:
+    """The ring as a python-statemachine class (a condition on every transition if ``guarded``)."""
     from statemachine import State, StateMachine
 
-    class GuardedMachine(StateMachine):
+    ring = {"cond": "named"} if guarded else {}
+
+    class RingMachine(StateMachine):
         s0 = State(initial=True)
         s1 = State()
         s2 = State()
@@ -257,22 +214,22 @@ def statemachine_guarded() -> Any:
         s9 = State()
 
         next = (
-            s0.to(s1, cond="named")
-            | s1.to(s2, cond="named")
-            | s2.to(s3, cond="named")
-            | s3.to(s4, cond="named")
-            | s4.to(s5, cond="named")
-            | s5.to(s6, cond="named")
-            | s6.to(s7, cond="named")
-            | s7.to(s8, cond="named")
-            | s8.to(s9, cond="named")
-            | s9.to(s0, cond="named")
+            s0.to(s1, **ring)
+            | s1.to(s2, **ring)
+            | s2.to(s3, **ring)
+            | s3.to(s4, **ring)
+            | s4.to(s5, **ring)
+            | s5.to(s6, **ring)
+            | s6.to(s7, **ring)
+            | s7.to(s8, **ring)
+            | s8.to(s9, **ring)
+            | s9.to(s0, **ring)
         )
 
         def named(self, event: str) -> bool:
             return event == "next"
 
-    return GuardedMachine
+    return RingMachine
 
 
 # --------------------------------------------------------- nested chart
@@ -417,22 +374,17 @@ class Case:
         return self.build(self.script)
 
 
-def flat_runners(script: Sequence[str]) -> dict[str, Runner]:
-    """The flat chart in each library."""
-    return {
-        INCARNATE: IncarnateRunner(incarnate_flat(), script),
-        STATEMACHINE: StatemachineRunner(statemachine_flat(), script),
-        SISMIC: SismicRunner(sismic_flat(), script),
-    }
+def ring_runners(guarded: bool) -> Callable[[Sequence[str]], dict[str, Runner]]:
+    """The flat (or guarded) ring in each library."""
 
+    def build(script: Sequence[str]) -> dict[str, Runner]:
+        return {
+            INCARNATE: IncarnateRunner(incarnate_ring(guarded), script),
+            STATEMACHINE: StatemachineRunner(statemachine_ring(guarded), script),
+            SISMIC: SismicRunner(sismic_ring(guarded), script),
+        }
 
-def guarded_runners(script: Sequence[str]) -> dict[str, Runner]:
-    """The guarded ring in each library."""
-    return {
-        INCARNATE: IncarnateRunner(incarnate_guarded(), script),
-        STATEMACHINE: StatemachineRunner(statemachine_guarded(), script),
-        SISMIC: SismicRunner(sismic_guarded(), script),
-    }
+    return build
 
 
 def nested_runners(script: Sequence[str]) -> dict[str, Runner]:
@@ -444,14 +396,14 @@ def nested_runners(script: Sequence[str]) -> dict[str, Runner]:
     }
 
 
-FLAT_CASE = Case("flat", ("next",), 23, frozenset({"s3"}), flat_runners)
+FLAT_CASE = Case("flat", ("next",), 23, frozenset({"s3"}), ring_runners(guarded=False))
 
 GUARDED_CASE = Case(
     "guarded",
     ("next",),
     23,
     frozenset({"s3"}),
-    guarded_runners,
+    ring_runners(guarded=True),
     targets=dict.fromkeys(TARGETS),  # the targets are for flat and nested; this one shows the general path
 )
 

@@ -155,10 +155,8 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
         if not stored_events:
             return None
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            if self.one_statement:
-                self._insert_stored_events(curs, stored_events, **kwargs)
-                return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-            with conn.transaction():
+            around = contextlib.nullcontext() if self.one_statement else conn.transaction()
+            with around:
                 self._insert_stored_events(curs, stored_events, **kwargs)
                 return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
 
