@@ -324,10 +324,29 @@ def check_connection(storage: Storage, connect_timeout: int) -> None:
             user=storage.postgres_user,
             password=storage.postgres_password,
             connect_timeout=max(2, connect_timeout),
-        ):
-            return
+        ) as connection:
+            schema = storage.postgres_schema
+            if (
+                schema
+                and not connection.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+                ).fetchone()
+            ):
+                raise missing_schema(storage)
     except psycopg.Error as error:
         raise unreachable(storage, error) from error
+
+
+def missing_schema(storage: Storage) -> StorageError:
+    """The configured schema is not in the database: name it and the statement that creates it."""
+    host, port = storage.postgres_host, storage.postgres_port
+    dbname, user, schema = storage.postgres_dbname, storage.postgres_user, storage.postgres_schema
+    quoted = '"' + schema.replace('"', '""') + '"'
+    return StorageError(
+        f"schema {schema!r} does not exist in database {dbname!r} on {host}:{port}; create it with "
+        f"`psql -h {host} -p {port} -U {user} -d {dbname} -c 'CREATE SCHEMA {quoted}'`, or name an "
+        "existing schema (?schema=NAME in the store URL, Storage.postgres(schema=...) or POSTGRES_SCHEMA)"
+    )
 
 
 def unreachable(storage: Storage, error: BaseException) -> StoreUnreachable:

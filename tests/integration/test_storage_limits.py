@@ -17,7 +17,7 @@ import pytest
 from aggregates import InstanceStatus
 from incarnate import ConfigurationError, Engine, Storage
 from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES
-from incarnate.errors import PayloadTooLarge, StoreUnreachable
+from incarnate.errors import PayloadTooLarge, StorageError, StoreUnreachable
 from statechart import Chart, Event, assign, state, transition
 from tests.stores import PG_DBNAME, PG_HOST, PG_PORT, EngineFactory, require_postgres, storage_for
 
@@ -218,6 +218,24 @@ def test_missing_database_is_named_as_missing() -> None:
     assert f"database {dbname!r} does not exist on {PG_HOST}:{PG_PORT}" in message
     assert f"createdb -h {PG_HOST} -p {PG_PORT} -U {user} {dbname}" in message
     assert "s3cret-Pa55" not in _chain(caught.value)
+
+
+def test_missing_schema_is_named_with_the_statement_that_creates_it() -> None:
+    """A schema the database lacks is named, with its CREATE SCHEMA; nothing is created elsewhere."""
+    import psycopg
+
+    user = require_postgres()
+    schema = f"incarnate_missing_{uuid.uuid4().hex[:8]}"
+    storage = Storage.from_url(f"postgresql://{user}@{PG_HOST}:{PG_PORT}/{PG_DBNAME}?schema={schema}")
+    with pytest.raises(StorageError) as caught:
+        Engine([NOTES], storage=storage)
+    message = str(caught.value)
+    assert f"schema {schema!r} does not exist in database {PG_DBNAME!r} on {PG_HOST}:{PG_PORT}" in message
+    assert f'CREATE SCHEMA "{schema}"' in message and "?schema=NAME" in message
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, dbname=PG_DBNAME, user=user) as connection:
+        assert (
+            connection.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None
+        )
 
 
 def test_refused_user_is_named() -> None:
