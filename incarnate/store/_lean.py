@@ -41,6 +41,16 @@ _ARRAY_HEADER = struct.Struct("!iiiii")
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 
 
+_prepared: weakref.WeakKeyDictionary[Any, dict[bytes, bytes]] = weakref.WeakKeyDictionary()
+"""Per connection (its ``PGconn``), the statements prepared there: name → text.
+
+Kept for the whole module, not per :class:`Statement`, so that two
+statements of one name (two recorders of one table sharing a pool) never
+take each other's preparation for their own.
+"""
+_prepared_lock = threading.Lock()
+
+
 class Statement:
     """One statement, prepared on each connection the first time it is sent there.
 
@@ -53,8 +63,6 @@ class Statement:
         self.text = text
         self.types = list(types)
         self.formats = [1] * len(types)
-        self._prepared: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
 
     def run(self, connection: psycopg.Connection[Any], params: Sequence[bytes]) -> pq.abc.PGresult:
         """Send the statement on ``connection`` (preparing it there first if needed); its result.
@@ -64,20 +72,48 @@ class Statement:
         """
         pgconn = connection.pgconn
         for attempt in (1, 2):
-            if pgconn not in self._prepared:
-                self._check(connection, pgconn.prepare(self.name, self.text, self.types))
-                with self._lock:
-                    self._prepared[pgconn] = True
+            known = _prepared.get(pgconn)
+            if known is None or known.get(self.name) != self.text:
+                self._prepare(connection, known is not None and self.name in known)
             result = pgconn.exec_prepared(self.name, params, self.formats, 1)
             if result.status in _OK:
                 return result
             error = self._error(connection, result)
             if attempt == 1 and isinstance(error, errors.InvalidSqlStatementName):
-                with self._lock:
-                    self._prepared.pop(pgconn, None)
+                self._forget(pgconn)
                 continue
             raise error
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _prepare(self, connection: psycopg.Connection[Any], replace: bool) -> None:
+        """Prepare on ``connection``, first dropping a statement of the same name (another text)."""
+        pgconn = connection.pgconn
+        if replace:
+            self._deallocate(connection)
+        result = pgconn.prepare(self.name, self.text, self.types)
+        if result.status not in _OK:
+            error = self._error(connection, result)
+            if not isinstance(error, errors.DuplicatePreparedStatement):
+                raise error
+            # Prepared there by someone this module does not know of: ours replaces it.
+            self._deallocate(connection)
+            self._check(connection, pgconn.prepare(self.name, self.text, self.types))
+        with _prepared_lock:
+            _prepared.setdefault(pgconn, {})[self.name] = self.text
+
+    def _deallocate(self, connection: psycopg.Connection[Any]) -> None:
+        """Drop the connection's statement of this name, if it still has one."""
+        result = connection.pgconn.exec_(b'DEALLOCATE "' + self.name + b'"')
+        if result.status not in _OK:
+            error = self._error(connection, result)
+            if not isinstance(error, errors.InvalidSqlStatementName):
+                raise error
+
+    def _forget(self, pgconn: Any) -> None:
+        with _prepared_lock:
+            known = _prepared.get(pgconn)
+            if known is not None:
+                known.pop(self.name, None)
 
     @classmethod
     def _check(cls, connection: psycopg.Connection[Any], result: pq.abc.PGresult) -> None:

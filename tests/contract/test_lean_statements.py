@@ -138,3 +138,24 @@ def test_binary_arrays_follow_postgresqls_wire_format() -> None:
     assert lean.identifier(some, lean.UUID_OID) == some.bytes
     assert lean.identifier(str(some), lean.UUID_OID) == some.bytes
     assert lean.identifier(some, lean.TEXT_OID) == str(some).encode()
+
+
+def test_two_statements_of_one_name_on_one_connection_each_run_their_own_text() -> None:
+    """A name prepared with another text (another statement, or outside this module) is replaced."""
+    user = require_postgres()
+    datastore = PostgresDatastore(PG_DBNAME, PG_HOST, str(PG_PORT), user, "", pool_size=1)
+    one = lean.Statement("contract_lean_shared", b"SELECT 1::int8", [])
+    two = lean.Statement("contract_lean_shared", b"SELECT 2::int8", [])
+    try:
+        with datastore.get_connection() as connection:
+            assert lean.int8_column(one.run(connection, [])) == [1]
+            assert lean.int8_column(two.run(connection, [])) == [2]
+            assert lean.int8_column(one.run(connection, [])) == [1]
+            connection.execute("DEALLOCATE ALL")  # the module still records one's text there
+            assert lean.int8_column(two.run(connection, [])) == [2]  # replacing: nothing to drop, prepared
+            connection.execute("DEALLOCATE ALL")
+            fresh = lean.Statement("contract_lean_fresh", b"SELECT 4::int8", [])
+            connection.execute("PREPARE contract_lean_fresh AS SELECT 5::int8")
+            assert lean.int8_column(fresh.run(connection, [])) == [4]  # duplicate on prepare: replaced
+    finally:
+        datastore.close()
