@@ -1315,11 +1315,26 @@ class Engine(Application[UUID]):
         for instance in instances:
             processing.events.extend(instance.pending_events)
             processing.aggregates[instance.id] = instance
-        recordings = self._record(processing)
+        self._store(processing)
         for instance in instances:
             instance.collect_events()
         self._take_snapshots(processing)
-        self._notify(recordings)
+
+    def _store(self, processing: ProcessingEvent[UUID]) -> None:
+        """``Application._record`` without building its recordings (nothing here reads them).
+
+        The library builds a ``Recording`` and a ``Notification`` per event
+        for ``Application._notify``, a hook the engine does not use.
+        """
+        events = self.events
+        if not isinstance(events, LimitedEventStore):  # pragma: no cover - construct_event_store makes one
+            self._notify(self._record(processing))
+            return
+        events.store(processing.events)
+        repository = self.repository
+        if repository.cache and not repository.fastforward:
+            for aggregate_id, aggregate in processing.aggregates.items():
+                repository.cache.put(aggregate_id, aggregate)
 
     def commit(self, uow: UnitOfWork) -> None:
         """Save a unit of work in one atomic save, fenced: :class:`Fenced` if it writes an instance not held.

@@ -11,7 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import AggregateRecorder, EventStore, Mapper, Notification, Recording
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    EventStore,
+    Mapper,
+    Notification,
+    Recording,
+    StoredEvent,
+)
 
 from incarnate.errors import ConfigurationError, PayloadTooLarge
 
@@ -60,13 +67,7 @@ class LimitedEventStore(EventStore[UUID]):
 
     def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[UUID]]:
         """Encode, check every event's size, then store them all in one transaction."""
-        stored_events = [self.mapper.to_stored_event(event) for event in domain_events]
-        for stored in stored_events:
-            size = len(stored.state)
-            if size > self.max_payload_bytes:
-                originator = stored.originator_id
-                instance_id = originator if isinstance(originator, UUID) else UUID(str(originator))
-                raise PayloadTooLarge(instance_id, _event_name(stored.topic), size, self.max_payload_bytes)
+        stored_events = self._encode(domain_events)
         notification_ids = self.recorder.insert_events(stored_events, **kwargs)
         if not notification_ids:
             return []
@@ -85,3 +86,18 @@ class LimitedEventStore(EventStore[UUID]):
                 domain_events, stored_events, notification_ids, strict=True
             )
         ]
+
+    def store(self, domain_events: Sequence[Any]) -> None:
+        """:meth:`put` for a caller that has no use for the recordings (none are built)."""
+        self.recorder.insert_events(self._encode(domain_events))
+
+    def _encode(self, domain_events: Sequence[Any]) -> list[StoredEvent]:
+        """The events as stored events; :class:`PayloadTooLarge` for the first one over the limit."""
+        stored_events = [self.mapper.to_stored_event(event) for event in domain_events]
+        for stored in stored_events:
+            size = len(stored.state)
+            if size > self.max_payload_bytes:
+                originator = stored.originator_id
+                instance_id = originator if isinstance(originator, UUID) else UUID(str(originator))
+                raise PayloadTooLarge(instance_id, _event_name(stored.topic), size, self.max_payload_bytes)
+        return stored_events
