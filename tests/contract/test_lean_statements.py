@@ -159,3 +159,30 @@ def test_two_statements_of_one_name_on_one_connection_each_run_their_own_text() 
             assert lean.int8_column(fresh.run(connection, [])) == [4]  # duplicate on prepare: replaced
     finally:
         datastore.close()
+
+
+def test_an_interrupted_statement_is_cancelled_on_the_server() -> None:
+    """Waiting is psycopg's own: a signal's exception ends the wait at once and the query is cancelled."""
+    import signal
+    import time
+
+    user = require_postgres()
+    datastore = PostgresDatastore(PG_DBNAME, PG_HOST, str(PG_PORT), user, "", pool_size=1)
+    sleeper = lean.Statement("contract_lean_sleep", b"SELECT pg_sleep(20)", [])
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise SystemExit("interrupted")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with datastore.get_connection() as connection:
+            started = time.monotonic()
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(SystemExit, match="interrupted"):
+                sleeper.run(connection, [])
+            assert time.monotonic() - started < 5
+            assert connection.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # cancelled, not stuck
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        datastore.close()
