@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import os
 import platform
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -270,3 +272,42 @@ def print_tables(
         if n:
             print()
         print_table(header, results, rows, key=key, width=width)
+
+
+def server_cpu(name: str = "postgres") -> dict[int, int] | None:
+    """CPU used so far (user and system, in clock ticks) by each of this host's processes called ``name``.
+
+    Read from Linux's ``/proc``; None where it cannot tell (another OS, or
+    no such process visible: a remote server, another user's processes
+    hidden). See :func:`cpu_seconds_between`.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    used: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone since listed, or not ours to read
+        command, _, rest = text.rpartition(")")
+        if command.partition("(")[2] != name:
+            continue
+        fields = rest.split()
+        used[int(entry.name)] = int(fields[11]) + int(fields[12])  # utime and stime, after the state
+    return used or None
+
+
+def cpu_seconds_between(before: dict[int, int] | None, after: dict[int, int] | None) -> float | None:
+    """The CPU seconds :func:`server_cpu` readings show spent between them.
+
+    A process present at both readings counts its growth, one started
+    since counts all it used; one that ended between them is not seen (a
+    server's sessions outlive a measurement, so it is little).
+    """
+    if before is None or after is None:
+        return None
+    ticks = sum(used - before.get(pid, 0) for pid, used in after.items() if used >= before.get(pid, 0))
+    return ticks / os.sysconf("SC_CLK_TCK")

@@ -624,7 +624,7 @@ def child_throughput(spec: dict[str, Any], place: Place) -> None:
         if hear(STARTUP_SECONDS) != "go":
             raise CheckFailed("no go from the bench")
         generations = 0
-        begin, wall = time.perf_counter(), time.time()
+        begin, wall, cpu = time.perf_counter(), time.time(), time.process_time()
         deadline = begin + seconds
         while True:
             generation()
@@ -632,12 +632,22 @@ def child_throughput(spec: dict[str, Any], place: Place) -> None:
             if time.perf_counter() >= deadline:
                 break
         elapsed = time.perf_counter() - begin
+        cpu = time.process_time() - cpu
         pool.shutdown()
         counted = sum(engine.snapshot(instance_id, COUNTER).context.count for instance_id in ids)
-    expected = (generations + 1) * instances
-    if counted != expected:
-        raise CheckFailed(f"the counters counted {counted:,} ticks, {expected:,} were sent")
-    say("result", macrosteps=generations * instances, begin=wall, end=wall + elapsed, seconds=elapsed)
+        expected = (generations + 1) * instances
+        if counted != expected:
+            raise CheckFailed(f"the counters counted {counted:,} ticks, {expected:,} were sent")
+        say(
+            "result",
+            macrosteps=generations * instances,
+            begin=wall,
+            end=wall + elapsed,
+            seconds=elapsed,
+            cpu=cpu,
+        )
+        # The store's sessions stay open until the bench has read what the server spent on them.
+        hear(STARTUP_SECONDS)
 
 
 CHILD_JOBS: dict[str, Callable[[dict[str, Any], Place], None]] = {
@@ -1127,10 +1137,24 @@ def shares(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if n < total % parts else 0) for n in range(parts)]
 
 
+@attrs.frozen
+class Throughput:
+    """One throughput measurement."""
+
+    rate: float
+    """Durable macrosteps per second, all processes together."""
+    cores: float | None
+    """Cores kept busy meanwhile: the bench's processes and, on PostgreSQL, the server (None: unknown)."""
+
+
 def measure_throughput_once(
     backend: Backend, directory: str, processes: int, label_: str, options: argparse.Namespace
-) -> float:
-    """Durable macrosteps per second of ``processes`` processes ticking their share of the counters."""
+) -> Throughput:
+    """Durable macrosteps per second of ``processes`` processes ticking their share of the counters.
+
+    Also the cores busy meanwhile: the processes' CPU time over their
+    window, plus the PostgreSQL server's when it runs on this host.
+    """
     place = backend.fresh("incarnate", label_)
     engine_on(place, role="tables").close()  # the tables, before several processes open the store
     with contextlib.ExitStack() as stack:
@@ -1153,19 +1177,23 @@ def measure_throughput_once(
         ]
         for child in children:
             child.expect("ready", STARTUP_SECONDS)
+        server_before = common.server_cpu() if backend.name == "postgres" else {}
         for child in children:
             child.tell("go")
         results = [child.expect("result", options.seconds + IDLE_SECONDS) for child in children]
+        server_after = common.server_cpu() if backend.name == "postgres" else {}
     window = max(r["end"] for r in results) - min(r["begin"] for r in results)
-    return float(sum(r["macrosteps"] for r in results) / window)
+    server = common.cpu_seconds_between(server_before, server_after)
+    cores = None if server is None else (sum(r["cpu"] for r in results) + server) / window
+    return Throughput(float(sum(r["macrosteps"] for r in results) / window), cores)
 
 
 def measure_throughput(
     backend: Backend, directory: str, options: argparse.Namespace
-) -> dict[int, list[float]]:
+) -> dict[int, list[Throughput]]:
     """Macrosteps per second by process count, one per round, the counts taking turns."""
     counts = THROUGHPUT_PROCESSES[backend.name]
-    rates: dict[int, list[float]] = {count: [] for count in counts}
+    rates: dict[int, list[Throughput]] = {count: [] for count in counts}
     for n in range(options.rounds):
         for count in common.rotated(counts, n):
             rates[count].append(
@@ -1178,28 +1206,34 @@ def measure_throughput(
 
 THROUGHPUT_HEADER = (
     f"{'processes':>9} {'threads':>7} {'senders':>7} {'instances':>9} {'median/s':>9} {'ms/step':>7} "
-    f"{'min/s':>7} {'max/s':>7} {'spread':>6}"
+    f"{'min/s':>7} {'max/s':>7} {'spread':>6} {'cores busy':>10}"
 )
 
 
-def throughput_rows(options: argparse.Namespace) -> Callable[[dict[int, list[float]]], Iterator[str]]:
-    """One row per process count."""
+def throughput_rows(
+    options: argparse.Namespace,
+) -> Callable[[dict[int, list[Throughput]]], Iterator[str]]:
+    """One row per process count; the cores busy (the bench's processes and a local server) of the host's."""
 
-    def rows(rates: dict[int, list[float]]) -> Iterator[str]:
-        for count, values in rates.items():
+    def rows(runs: dict[int, list[Throughput]]) -> Iterator[str]:
+        for count, measured in runs.items():
+            values = [run.rate for run in measured]
             median = statistics.median(values)
+            known = [run.cores for run in measured if run.cores is not None]
+            cores = f"{statistics.median(known):.2f} of {os.cpu_count()}" if known else "-"
             yield (
                 f"{count:>9} {options.threads:>7} {options.senders:>7} {options.instances:>9,} "
                 f"{median:>9,.0f} {1e3 / median:>7.3f} {min(values):>7,.0f} {max(values):>7,.0f} "
-                f"{common.spread(values):>6.0%}"
+                f"{common.spread(values):>6.0%} {cores:>10}"
             )
 
     return rows
 
 
-def throughput_target_rows(result: tuple[str, dict[int, list[float]]]) -> Iterator[str]:
+def throughput_target_rows(result: tuple[str, dict[int, list[Throughput]]]) -> Iterator[str]:
     """One process of a store against its absolute target; on PostgreSQL, two processes over one."""
-    name, rates = result
+    name, runs = result
+    rates = {count: [run.rate for run in measured] for count, measured in runs.items()}
     one = rates[1]
     target = THROUGHPUT_TARGETS[name]
     median = statistics.median(one)
@@ -1221,7 +1255,7 @@ class Results:
     serial: dict[str, dict[str, list[float]]] = attrs.Factory(dict)
     inflight: dict[str, dict[str, list[float]]] = attrs.Factory(dict)
     recovery: dict[str, dict[str, list[Recovery]]] = attrs.Factory(dict)
-    throughput: dict[str, dict[int, list[float]]] = attrs.Factory(dict)
+    throughput: dict[str, dict[int, list[Throughput]]] = attrs.Factory(dict)
 
 
 def workloads(text: str) -> list[str]:

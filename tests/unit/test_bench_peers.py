@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 import pytest
 
@@ -76,12 +78,40 @@ def test_recovery_ratios_put_dbos_over_incarnate() -> None:
 
 
 def test_throughput_rows_hold_the_absolute_target_and_the_scaling() -> None:
-    rates = {1: [1_000.0, 1_100.0, 900.0], 2: [1_800.0, 1_900.0, 1_700.0]}
-    one, two = peers.throughput_target_rows(("postgres", rates))
+    def runs(*rates: float) -> list[peers.Throughput]:
+        return [peers.Throughput(rate, None) for rate in rates]
+
+    measured = {1: runs(1_000.0, 1_100.0, 900.0), 2: runs(1_800.0, 1_900.0, 1_700.0)}
+    one, two = peers.throughput_target_rows(("postgres", measured))
     assert one.split()[-2:] == ["not", "met"] and ">= 2,000" in one
     assert "1.80x" in two and two.endswith("met") and not two.endswith("not met")
-    (only,) = peers.throughput_target_rows(("sqlite", {1: [3_500.0]}))
+    (only,) = peers.throughput_target_rows(("sqlite", {1: runs(3_500.0)}))
     assert only.endswith(" met") and ">= 3,000" in only
+
+
+def test_throughput_rows_show_the_cores_busy_when_known() -> None:
+    options = argparse.Namespace(threads=4, senders=16, instances=100)
+    measured = {
+        1: [peers.Throughput(1_000.0, 1.2), peers.Throughput(1_100.0, 1.4), peers.Throughput(900.0, None)],
+        2: [peers.Throughput(1_800.0, None)],
+    }
+    one, two = peers.throughput_rows(options)(measured)
+    assert one.endswith(f"1.30 of {os.cpu_count()}")  # the median of the rounds that know it
+    assert two.split()[-1] == "-"
+
+
+def test_server_cpu_is_read_from_proc_for_processes_of_that_name() -> None:
+    mine = Path(f"/proc/{os.getpid()}/stat")
+    if not mine.exists():
+        pytest.skip("no /proc on this system")
+    name = mine.read_text().partition("(")[2].rpartition(")")[0]
+    used = common.server_cpu(name)
+    assert used is not None and os.getpid() in used
+    assert common.server_cpu("no-such-process-name") is None
+    ticks = os.sysconf("SC_CLK_TCK")
+    # Growth of the processes seen twice, all of a new one; one that ended is not seen.
+    assert common.cpu_seconds_between({1: 10, 2: 5}, {1: 10 + ticks, 3: 2 * ticks}) == 3.0
+    assert common.cpu_seconds_between(None, {1: 1}) is None
 
 
 def test_tables_print_under_their_headers(capsys: pytest.CaptureFixture[str]) -> None:
