@@ -87,8 +87,6 @@ log = logging.getLogger("incarnate.engine")
 C = TypeVar("C")
 
 MAX_CONFLICT_RETRIES = 20
-MAX_CHAIN = 16
-"""Tasks one worker runs back to back, each started by the previous one's commit, before queueing the next."""
 RESUME_BATCH = 100
 """Call trees :meth:`Engine.resume_all` claims in one save (each read once, acquired as soon as claimed)."""
 RESUME_FIRST_BATCH = 10
@@ -97,14 +95,6 @@ RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
 """Event names that report a child's outcome: they must carry the invoke id of its incarnation."""
 DEFAULT_CACHE_SIZE = 50_000
 """Instances an engine keeps in memory (committed copies, decoded snapshots, the library's cache)."""
-
-
-def _runnable_task(instance: Instance | None) -> bool:
-    """A task created by the commit at hand, to run and not cancelled."""
-    if instance is None:
-        return False
-    record = instance.record
-    return record.kind is InstanceKind.TASK and record.status is InstanceStatus.BORN and record.cancel is None
 
 
 def _clone(aggregate: Any) -> Any:
@@ -303,7 +293,6 @@ class Engine(Application[UUID]):
         # Runner threads share the caches below: ``_cache_lock`` serialises their
         # writers, and eviction pops atomically, so a full cache never raises.
         self._cache_lock = threading.Lock()
-        self._here = threading.local()  # per thread: the task its last commit kept for it (see process)
         self._latest: OrderedDict[UUID, Instance] = OrderedDict()
         self._listing: Listing | None = None
         self.engine_id = engine_id or _engine_id()
@@ -1118,39 +1107,7 @@ class Engine(Application[UUID]):
         is taken over through its root when no live engine owns it; one owned
         by another live engine, or dropped after a fenced write, is left alone
         (None).
-
-        A task whose outcome's commit starts the parent's next task hands
-        that task to this thread rather than to the runner's queue: it runs
-        at once, without reading it back (the commit that created it is the
-        read), up to :data:`MAX_CHAIN` tasks in a row. A task the runner
-        does not let this thread take (stopping, or another thread on it)
-        goes to the queue as any other.
         """
-        try:
-            decision = self._process_held(instance_id)
-            for _ in range(MAX_CHAIN):
-                kept = self._take_kept()
-                if kept is None:
-                    break
-                with self.inline(kept) as allowed:
-                    if not allowed:
-                        self.runner.notify(kept)
-                        break
-                    self._process_held(kept, committed_here=True)
-            return decision
-        finally:
-            kept = self._take_kept()
-            if kept is not None:  # past the chain's bound, or an error: the runner has it
-                self.runner.notify(kept)
-
-    def _take_kept(self) -> UUID | None:
-        """The task this thread's last commit kept back for it (see :meth:`enact`), taken."""
-        kept: UUID | None = getattr(self._here, "kept", None)
-        self._here.kept = None
-        return kept
-
-    def _process_held(self, instance_id: UUID, *, committed_here: bool = False) -> Decision | None:
-        """:meth:`process` of one instance."""
         if instance_id in self._fenced:
             return None
         if instance_id not in self.held and not self._adopt(instance_id, "processed by a new owner"):
@@ -1163,7 +1120,7 @@ class Engine(Application[UUID]):
                 return None
         try:
             try:
-                return self._process(instance_id, committed_here=committed_here)
+                return self._process(instance_id)
             except PayloadTooLarge as error:
                 return self._fail_oversized(instance_id, error)
         except Fenced as error:
@@ -1201,7 +1158,7 @@ class Engine(Application[UUID]):
             return Decision("failed", str(error))
         raise StorageError(f"could not record the failure of {instance_id}: too many concurrent writers")
 
-    def _process(self, instance_id: UUID, *, committed_here: bool = False) -> Decision | None:
+    def _process(self, instance_id: UUID) -> Decision | None:
         careful = False
         fresh = False
         for _ in range(MAX_CONFLICT_RETRIES):
@@ -1223,7 +1180,7 @@ class Engine(Application[UUID]):
                 and record.status is InstanceStatus.BORN
                 and record.cancel is None
             ):
-                return run_task(self, instance_id, committed_here=committed_here)
+                return run_task(self, instance_id)
             decision = decide(self, uow, instance, careful=careful)
             if decision is None:
                 if not fresh:
@@ -1420,17 +1377,10 @@ class Engine(Application[UUID]):
             hook(point, uow)
 
     def enact(self, uow: UnitOfWork) -> None:
-        """Hand a committed unit of work's follow-ups and deadlines to the runner.
-
-        With :attr:`UnitOfWork.keep_task`, the first task the commit created
-        is kept for this thread instead (:meth:`process` runs it next).
-        """
+        """Hand a committed unit of work's follow-ups and deadlines to the runner."""
         for deadline, instance_id in uow.deadlines:
             self.runner.notify_at(deadline, instance_id)
         for instance_id in uow.followups:
-            if uow.keep_task and uow.kept is None and _runnable_task(uow.created.get(instance_id)):
-                uow.kept = self._here.kept = instance_id
-                continue
             self.runner.notify(instance_id)
 
     # ---------------------------------------------------------- running

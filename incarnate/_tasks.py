@@ -90,20 +90,16 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
     return await awaitable
 
 
-def run_task(engine: Engine, instance_id: UUID, *, committed_here: bool = False) -> Decision | None:
+def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     """Run a born task child and commit its outcome with the parent's notification.
 
     The task is read from the store before its body runs, so a task another
-    engine has taken over since this one last wrote it is never run here —
-    unless ``committed_here``: this thread's commit created it a moment ago
-    and nothing ran since (see ``Engine.process``), so that commit is the
-    read. When this engine also runs the parent, the parent's next
-    macrostep — the one that hears of the outcome — commits in the same
-    transaction; a task that macrostep starts is kept for this thread to
-    run next.
+    engine has taken over since this one last wrote it is never run here.
+    When this engine also runs the parent, the parent's next macrostep — the
+    one that hears of the outcome — commits in the same transaction.
     """
     instance = engine.instance(instance_id, fresh=False)
-    if not committed_here and not engine.is_current(instance):
+    if not engine.is_current(instance):
         instance = engine.instance(instance_id)
     record = instance.record
     facts = record.birth
@@ -136,7 +132,6 @@ def run_task(engine: Engine, instance_id: UUID, *, committed_here: bool = False)
     along = True  # step the parent in the same commit (not after that failed or was refused)
     for _ in range(20):
         uow = UnitOfWork(engine, fresh=fresh)
-        uow.keep_task = True  # the next task of a chain runs on this thread, without a read
         task = uow.load(instance_id)
         if task is None or task.record.status is not InstanceStatus.BORN:
             return None

@@ -97,10 +97,6 @@ class UnitOfWork:
         self.fenced: set[UUID] = set()
         self.sent: tuple[UUID, int] | None = None
         """The message a ``send`` accepted in this commit: the instance and its inbox sequence number."""
-        self.keep_task = False
-        """Keep one task this commit creates from the runner: the committing worker runs it next."""
-        self.kept: UUID | None = None
-        """The task kept back (see :attr:`keep_task`), once the commit is enacted."""
 
     def load(self, instance_id: UUID) -> Instance | None:
         """The instance, loaded once per unit of work (None when it does not exist)."""

@@ -10,9 +10,6 @@ in one save. Every scenario runs on each store.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -21,7 +18,6 @@ from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance, InstanceStatus
 from incarnate import DeterministicRunner, Engine, ThreadedRunner
-from incarnate._engine import MAX_CHAIN
 from incarnate._work import UnitOfWork
 from incarnate.testing import commit_points
 from statechart import Chart, final, invoke, state, transition
@@ -246,76 +242,3 @@ def test_a_send_that_crashed_after_its_commit_is_not_sent_again() -> None:
             assert len(accepted) == 1 and gate.record.output == 3
         points += 1
     assert points == 2 * point.total and point.total == 3  # the send's commit is a commit point
-
-
-def chain_of(length: int) -> Chart[Any]:
-    """``length`` tasks in a row, each started when the one before has completed."""
-    states = [
-        state(
-            f"s{n}",
-            invoke=[invoke(f"t{n}", task="link")],
-            on=[transition(f"done.invoke.t{n}", f"s{n + 1}" if n + 1 < length else "done")],
-        )
-        for n in range(length)
-    ]
-    return Chart(f"chain{length}", *states, final("done"))
-
-
-def reads_of(engine: Engine) -> list[UUID]:
-    """The tasks ``engine`` reads back from the store before running them, from now on."""
-    seen: list[UUID] = []
-    check = engine.is_current
-
-    def is_current(instance: Instance) -> bool:
-        seen.append(instance.id)  # list.append is atomic: the workers may call this at once
-        return check(instance)
-
-    engine.is_current = is_current  # type: ignore[method-assign]
-    return seen
-
-
-def test_the_next_task_of_a_chain_runs_on_the_same_worker_without_a_read(
-    make_engine: EngineFactory,
-) -> None:
-    """The commit that starts the next task is its read: one worker runs the chain, reading only the first."""
-    runner = ThreadedRunner(workers=4)
-    threads: list[str] = []
-
-    def link(call: Any) -> str:
-        threads.append(threading.current_thread().name)
-        return "ok"
-
-    engine = make_engine([chain_of(3)], {"link": link}, runner=runner)
-    reads = reads_of(engine)
-    root = engine.start("chain3")
-    assert runner.wait_until_idle()
-    assert engine.instance(root, fresh=True).record.status is InstanceStatus.DONE
-    assert len(threads) == 3 and len(set(threads)) == 1, threads
-    assert len(reads) == 1  # the first task, born by the start's commit on the caller's thread
-
-
-def test_a_chain_longer_than_its_bound_goes_back_to_the_queue(make_engine: EngineFactory) -> None:
-    """After MAX_CHAIN tasks in a row the next one is queued (and read back), so a worker is shared."""
-    length = MAX_CHAIN + 3
-    engine = make_engine([chain_of(length)], {"link": lambda call: "ok"})
-    reads = reads_of(engine)
-    root = engine.start(f"chain{length}")
-    engine.run_until_idle()
-    assert engine.instance(root).record.status is InstanceStatus.DONE
-    assert len(reads) == 2  # the first task; the one after the first MAX_CHAIN + 1
-
-
-def test_a_kept_task_the_runner_refuses_is_queued_and_runs(make_engine: EngineFactory) -> None:
-    """A runner that lets no thread take an instance at once still gets every task, each read back."""
-
-    class Refusing(DeterministicRunner):
-        @contextlib.contextmanager
-        def inline(self, instance_id: UUID) -> Iterator[bool]:
-            yield False
-
-    engine = make_engine([chain_of(3)], {"link": lambda call: "ok"}, runner=Refusing())
-    reads = reads_of(engine)
-    root = engine.start("chain3")
-    engine.run_until_idle()
-    assert engine.instance(root).record.status is InstanceStatus.DONE
-    assert len(reads) == 3
