@@ -325,7 +325,7 @@ def check_connection(storage: Storage, connect_timeout: int) -> None:
             password=storage.postgres_password,
             connect_timeout=max(2, connect_timeout),
         ) as connection:
-            schema = storage.postgres_schema
+            schema = storage.postgres_schema.strip()  # as the library reads it
             if (
                 schema
                 and not connection.execute(
