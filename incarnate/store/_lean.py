@@ -35,6 +35,8 @@ UUID_OID = 2950
 INT8_OID = 20
 TEXT_OID = 25
 BYTEA_OID = 17
+ARRAY_OIDS = {UUID_OID: 2951, INT8_OID: 1016, TEXT_OID: 1009, BYTEA_OID: 1001}
+"""Each element type's one-dimensional array type."""
 
 _INT4 = struct.Struct("!i")
 _INT8 = struct.Struct("!q")
@@ -146,6 +148,15 @@ class Statement:
             message = result.get_error_message(connection.info.encoding) or "the connection was lost"
             return errors.OperationalError(message.strip())
         return errors.error_from_result(result, encoding=connection.info.encoding)
+
+
+def numbered(query: bytes) -> bytes:
+    """A statement rendered with psycopg's binary placeholders (``%b``) in libpq's numbered ones (``$1``…)."""
+    parts = query.split(b"%b")
+    numbered_parts = [parts[0]]
+    for n, part in enumerate(parts[1:], start=1):
+        numbered_parts.append(f"${n}".encode() + part)
+    return b"".join(numbered_parts)
 
 
 def int8(value: int) -> bytes:

@@ -173,25 +173,13 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
 
     def _insert_lean(self, conn: psycopg.Connection[Any], stored_events: Sequence[StoredEvent]) -> list[int]:
         """The insert function's statement through libpq (see :mod:`incarnate.store._lean`)."""
+        oid = self.id_oid
         statement = self._lean_insert
         if statement is None:
             with conn.cursor() as curs:
-                text = (
-                    sql.SQL(
-                        "SELECT notification_id FROM {schema}.{function}($1, $2, $3, $4) AS notification_id"
-                    )
-                    .format(
-                        schema=sql.Identifier(self.datastore.schema),
-                        function=sql.Identifier(self.insert_function_name),
-                    )
-                    .as_bytes(curs)
-                )
-            statement = self._lean_insert = lean.Statement(
-                f"incarnate_insert_{self._digest}",
-                text,
-                [self._array_oid(self.id_oid), 1016, 1009, 1001],  # uuid[]/text[], int8[], text[], bytea[]
-            )
-        oid = self.id_oid
+                text = lean.numbered(self.call_insert_function.as_bytes(curs))
+            types = [lean.ARRAY_OIDS[t] for t in (oid, lean.INT8_OID, lean.TEXT_OID, lean.BYTEA_OID)]
+            statement = self._lean_insert = lean.Statement(f"incarnate_insert_{self._digest}", text, types)
         result = statement.run(
             conn,
             [
@@ -202,10 +190,6 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
             ],
         )
         return lean.int8_column(result)
-
-    @staticmethod
-    def _array_oid(oid: int) -> int:
-        return 2951 if oid == lean.UUID_OID else 1009
 
     def _insert_stored_events(
         self, curs: psycopg.Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -257,9 +241,7 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
             statement = self._lean_selects.get(form)
             if statement is None:
                 with conn.cursor() as curs:
-                    text = self._select_statement(*form).as_bytes(curs)
-                for n in range(1, len(params) + 1):
-                    text = text.replace(b"%b", f"${n}".encode(), 1)
+                    text = lean.numbered(self._select_statement(*form).as_bytes(curs))
                 name = f"incarnate_select_{self._digest}_{''.join('1' if f else '0' for f in form)}"
                 types = [self.id_oid] + [lean.INT8_OID] * (len(params) - 1)
                 statement = self._lean_selects[form] = lean.Statement(name, text, types)

@@ -138,6 +138,7 @@ def test_binary_arrays_follow_postgresqls_wire_format() -> None:
     assert lean.identifier(some, lean.UUID_OID) == some.bytes
     assert lean.identifier(str(some), lean.UUID_OID) == some.bytes
     assert lean.identifier(some, lean.TEXT_OID) == str(some).encode()
+    assert lean.numbered(b"SELECT f(%b::uuid[], %b) WHERE x > %b") == b"SELECT f($1::uuid[], $2) WHERE x > $3"
 
 
 def test_two_statements_of_one_name_on_one_connection_each_run_their_own_text() -> None:
