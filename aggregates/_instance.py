@@ -12,7 +12,8 @@ from typing import Any
 from uuid import UUID
 
 import attrs
-from eventsourcing.domain import Aggregate
+from eventsourcing.domain import Aggregate, OriginatorIDError, OriginatorVersionError
+from eventsourcing.utils import get_topic
 
 from aggregates._identity import AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
 from aggregates._records import (
@@ -52,6 +53,29 @@ class Instance(Aggregate):
 
     Snapshot = InstanceSnapshot
 
+    class Fact(Aggregate.Event):
+        """The base of every Instance event after ``Started``: applied with less ceremony.
+
+        ``mutate`` checks, applies and counts exactly as the library's does,
+        reading the aggregate's id and version directly instead of through
+        its properties: every committed event and every replayed one goes
+        through it. The class is never stored (each event's topic names its
+        own class).
+        """
+
+        def mutate(self, aggregate: Any) -> Any:
+            if aggregate is None:
+                raise TypeError(f"{type(self).__qualname__} needs the instance it applies to")
+            originator_id = self.originator_id
+            if originator_id is not aggregate._id and originator_id != aggregate._id:
+                raise OriginatorIDError(originator_id, aggregate._id)
+            if self.originator_version != aggregate._version + 1:
+                raise OriginatorVersionError(self.originator_version, aggregate._version + 1)
+            self.apply(aggregate)
+            aggregate._version = self.originator_version
+            aggregate._modified_on = self.timestamp
+            return aggregate
+
     class Started(Aggregate.Created):
         """The instance exists: what it runs, on what input, and where it sits in its tree."""
 
@@ -72,6 +96,34 @@ class Instance(Aggregate):
         span is still the same birth.
         """
 
+        def mutate(self, aggregate: Any) -> Any:
+            """The new instance: what the library's ``Created.mutate`` builds, without its introspection.
+
+            The library resolves the aggregate class from the stored topic and
+            matches the event's fields to the two ``__init__`` methods by their
+            signatures, for every creation and every replay; an Instance's are
+            known. An unfamiliar topic (an aggregate class moved and registered
+            under its old name) still goes the library's way.
+            """
+            if self.originator_topic != _INSTANCE_TOPIC:
+                return super().mutate(aggregate)
+            instance: Instance = Instance.__new__(Instance)
+            instance.__base_init__(self.originator_id, self.originator_version, self.timestamp)
+            instance.__init__(  # type: ignore[misc]
+                self.kind,
+                self.name,
+                self.fingerprint,
+                self.input,
+                self.owner,
+                self.root,
+                self.parent,
+                self.birth,
+                self.ancestry,
+                self.traceparent,
+            )
+            self.apply(instance)
+            return instance
+
     def __init__(
         self,
         kind: InstanceKind,
@@ -88,6 +140,42 @@ class Instance(Aggregate):
         self.record = InstanceRecord(
             kind, name, fingerprint, input, owner, root, parent, birth, ancestry, traceparent=traceparent
         )
+
+    def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
+        """Make the next event of this instance, apply it and keep it pending.
+
+        What the library's ``trigger_event`` does, without the steps an
+        Instance never needs (an explicit-topic check, a caller's timestamp,
+        copying the keyword arguments): every command triggers one event.
+        """
+        event = event_class(
+            originator_id=self.id,
+            originator_version=self.version + 1,
+            timestamp=event_class.create_timestamp(),
+            **kwargs,
+        )
+        event.mutate(self)
+        self._pending_events.append(event)
+
+    @classmethod
+    def _create(cls, event_class: type[Any], *, id: Any = None, **kwargs: Any) -> Any:
+        """A new instance from its creation event: the library's ``_create`` for the one way it is used.
+
+        Every Instance is created with its id given (a new uuid4 for a root,
+        the Ref's uuid5 for a child); anything else goes the library's way.
+        """
+        if cls is not Instance or id is None:
+            return super()._create(event_class, id=id, **kwargs)
+        event = event_class(
+            originator_topic=_INSTANCE_TOPIC,
+            originator_id=id,
+            originator_version=cls.INITIAL_VERSION,
+            timestamp=event_class.create_timestamp(),
+            **kwargs,
+        )
+        instance = event.mutate(None)
+        instance.pending_events.append(event)
+        return instance
 
     # ------------------------------------------------------------ creation
 
@@ -144,7 +232,7 @@ class Instance(Aggregate):
 
     # ------------------------------------------------------- macrosteps
 
-    class Stepped(Aggregate.Event):
+    class Stepped(Fact):
         """One committed macrostep: what triggered it and what it changed in the snapshot.
 
         ``parts`` holds the encoded top-level fields of the snapshot that
@@ -240,7 +328,7 @@ class Instance(Aggregate):
 
     # ------------------------------------------------------ child slots
 
-    class Birth(Aggregate.Event):
+    class Birth(Fact):
         """A child incarnation was decided by this macrostep; it is retained as an activation."""
 
         facts: BirthFacts
@@ -273,7 +361,7 @@ class Instance(Aggregate):
             )
         self.trigger_event(self.Birth, facts=facts)
 
-    class ChildRetry(Aggregate.Event):
+    class ChildRetry(Fact):
         """The retained incarnation failed; attempt ``attempt`` is due at ``deadline`` (the retry cursor)."""
 
         ref: Ref
@@ -305,7 +393,7 @@ class Instance(Aggregate):
             )
         self.trigger_event(self.ChildRetry, ref=ref, attempt=attempt, deadline=deadline, error=error)
 
-    class ChildResume(Aggregate.Event):
+    class ChildResume(Fact):
         """A fresh incarnation of a retried slot (new generation and Ref, next attempt)."""
 
         facts: BirthFacts
@@ -347,7 +435,7 @@ class Instance(Aggregate):
             )
         self.trigger_event(self.ChildResume, facts=facts)
 
-    class ChildSettled(Aggregate.Event):
+    class ChildSettled(Fact):
         """A slot no longer needs its activation: output consumed, failed for good, or cancelled."""
 
         ref: Ref
@@ -369,7 +457,7 @@ class Instance(Aggregate):
 
     # ------------------------------------------------------------ inbox
 
-    class Accepted(Aggregate.Event):
+    class Accepted(Fact):
         """An event was accepted into the inbox; it will be processed exactly once."""
 
         message: Message
@@ -398,7 +486,7 @@ class Instance(Aggregate):
         self.trigger_event(self.Accepted, message=message)
         return message
 
-    class EvidenceRejected(Aggregate.Event):
+    class EvidenceRejected(Fact):
         """An inbox message was refused (stale evidence, or no such slot) and never applied."""
 
         consumed: int
@@ -417,7 +505,7 @@ class Instance(Aggregate):
 
     # ----------------------------------------------------------- endings
 
-    class CancelRequested(Aggregate.Event):
+    class CancelRequested(Fact):
         """Someone (the parent, an operator) asked the instance to stop."""
 
         by: UUID | None
@@ -433,7 +521,7 @@ class Instance(Aggregate):
         self.trigger_event(self.CancelRequested, by=by, reason=reason)
         return True
 
-    class Completed(Aggregate.Event):
+    class Completed(Fact):
         """The instance finished with ``output``."""
 
         output: JsonValue
@@ -446,7 +534,7 @@ class Instance(Aggregate):
         self._require_live("complete")
         self.trigger_event(self.Completed, output=output)
 
-    class Failed(Aggregate.Event):
+    class Failed(Fact):
         """The instance failed with ``error``."""
 
         error: JsonValue
@@ -459,7 +547,7 @@ class Instance(Aggregate):
         self._require_live("fail")
         self.trigger_event(self.Failed, error=error)
 
-    class Cancelled(Aggregate.Event):
+    class Cancelled(Fact):
         """The instance stopped on request."""
 
         reason: str
@@ -474,7 +562,7 @@ class Instance(Aggregate):
         self._require_live("cancel")
         self.trigger_event(self.Cancelled, reason=reason)
 
-    class Orphaned(Aggregate.Event):
+    class Orphaned(Fact):
         """Recovery ended the instance: its counterpart (its parent) is gone."""
 
         reason: str
@@ -489,7 +577,7 @@ class Instance(Aggregate):
         self._require_live("mark as orphan")
         self.trigger_event(self.Orphaned, reason=reason)
 
-    class IncidentRecorded(Aggregate.Event):
+    class IncidentRecorded(Fact):
         """Something went wrong that needs an operator; a parking incident holds the instance."""
 
         incident: Incident
@@ -505,7 +593,7 @@ class Instance(Aggregate):
         """Record an incident, parking the instance when ``park``."""
         self.trigger_event(self.IncidentRecorded, incident=Incident(kind, detail, self.version + 1, park))
 
-    class Resolved(Aggregate.Event):
+    class Resolved(Fact):
         """An operator resolved the incidents that parked the instance; it runs again."""
 
         resolution: str
@@ -523,7 +611,7 @@ class Instance(Aggregate):
             )
         self.trigger_event(self.Resolved, resolution=resolution)
 
-    class Migrated(Aggregate.Event):
+    class Migrated(Fact):
         """An operator mapped the stored snapshot onto a new version of the chart."""
 
         mapping: tuple[tuple[str, str], ...]
@@ -562,7 +650,7 @@ class Instance(Aggregate):
 
     # --------------------------------------------------------- ownership
 
-    class Claimed(Aggregate.Event):
+    class Claimed(Fact):
         """An engine took ownership of the instance under a new incarnation (the fencing token)."""
 
         owner: str
@@ -605,3 +693,7 @@ class Instance(Aggregate):
         return (
             f"<Instance {self.id} {record.kind.value} {record.name!r} {record.status.value} v{self.version}>"
         )
+
+
+_INSTANCE_TOPIC = get_topic(Instance)
+"""The topic stored with every Instance's ``Started`` event."""

@@ -139,9 +139,14 @@ class Incident:
     parked: bool
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class InstanceRecord:
-    """Everything an Instance aggregate knows, as one immutable value."""
+    """Everything an Instance aggregate knows, as one immutable value.
+
+    Not slotted: every applied event makes a new record, and copying its
+    ``__dict__`` (see :func:`evolve_record`) costs a fifth of copying two
+    dozen slots one by one.
+    """
 
     kind: InstanceKind
     name: str
@@ -190,29 +195,28 @@ class InstanceRecord:
         return self.retained.get((site, key))
 
 
-_RECORD_FIELDS = tuple(field.name for field in attrs.fields(InstanceRecord))
-_RECORD_NAMES = frozenset(_RECORD_FIELDS)
+_RECORD_NAMES = frozenset(field.name for field in attrs.fields(InstanceRecord))
 _RECORD_CONVERTERS: dict[str, Any] = {"slots": _slots, "retained": _activations}
 _new = object.__new__
 _set = object.__setattr__
 
 
 def evolve_record(record: InstanceRecord, **changes: Any) -> InstanceRecord:
-    """``attrs.evolve(record, **changes)``, at about half the cost: every applied event makes one.
+    """``attrs.evolve(record, **changes)``, at a fifth of the cost: every applied event makes one.
 
-    The fields are copied slot by slot instead of through ``__init__``
-    (the record has no validators; the two converted fields are converted
-    here), so an event's ``apply`` does not pay for re-checking what the
-    record already holds.
+    The record's fields are copied as one dictionary instead of through
+    ``__init__`` (the record has no validators; the two converted fields
+    are converted here), so an event's ``apply`` does not pay for
+    re-checking what the record already holds.
     """
-    new = _new(InstanceRecord)
-    for name in _RECORD_FIELDS:
-        _set(new, name, getattr(record, name))
+    fields = record.__dict__.copy()
     for name, value in changes.items():
         if name not in _RECORD_NAMES:
             raise TypeError(f"InstanceRecord has no field {name!r}")
         convert = _RECORD_CONVERTERS.get(name)
-        _set(new, name, value if convert is None else convert(value))
+        fields[name] = value if convert is None else convert(value)
+    new = _new(InstanceRecord)
+    _set(new, "__dict__", fields)
     return new
 
 
