@@ -8,7 +8,15 @@ child (``Started``) in one commit.
 """
 
 from aggregates._chart_version import ChartVersion
-from aggregates._codec import CONVERTER, CattrsMapper, decode_event, encode_event, make_event_converter
+from aggregates._codec import (
+    CONVERTER,
+    CattrsMapper,
+    decode_event,
+    encode_event,
+    make_event_converter,
+    read_stored_json,
+    stored_json,
+)
 from aggregates._identity import NAMESPACE, AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
 from aggregates._instance import Instance
 from aggregates._records import (
@@ -55,4 +63,6 @@ __all__ = [
     "decode_event",
     "encode_event",
     "make_event_converter",
+    "read_stored_json",
+    "stored_json",
 ]

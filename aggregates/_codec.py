@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID
 
 import cattrs
+import msgspec
 from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
@@ -96,8 +97,32 @@ def make_stored_converter() -> cattrs.Converter:
 
 STORED_CONVERTER = make_stored_converter()
 
-_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-"""The stored events' JSON encoder, built once (``json.dumps`` builds one per call for these options)."""
+_FAST_ENCODE = msgspec.json.Encoder().encode
+_FAST_DECODE = msgspec.json.Decoder().decode
+_STRICT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def stored_json(data: object) -> bytes:
+    """``data`` as a stored event's state: compact JSON in UTF-8, refusing NaN and infinities.
+
+    msgspec's encoder writes it in an eighth of the standard library's time,
+    but writes a NaN or an infinity as ``null``; its output is therefore read
+    back and compared with ``data`` (a few microseconds, C-level), and any
+    difference — a non-finite float, or a tuple, which JSON has not — sends
+    ``data`` through the standard library's strict encoder instead, which
+    raises ``ValueError`` for a non-finite float. The two write the same
+    text but for a float's exponent (``1e+16`` here, ``1e16`` there), which
+    every JSON reader reads as the same number.
+    """
+    encoded = _FAST_ENCODE(data)
+    if _FAST_DECODE(encoded) == data:
+        return encoded
+    return _STRICT.encode(data).encode()
+
+
+def read_stored_json(state: bytes) -> Any:
+    """A stored event's state back as JSON data (``ValueError`` when it is not UTF-8 JSON)."""
+    return _FAST_DECODE(state)
 
 
 def encode_event(event: object) -> dict[str, Any]:
@@ -117,7 +142,7 @@ class CattrsMapper(Mapper[UUID]):
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         data = STORED_CONVERTER.unstructure(domain_event, type(domain_event))
-        state = _JSON.encode(data).encode()
+        state = stored_json(data)
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:
@@ -140,7 +165,7 @@ class CattrsMapper(Mapper[UUID]):
                 state = self.cipher.decrypt(state)
             if self.compressor:
                 state = self.compressor.decompress(state)
-            data = json.loads(state)
+            data = read_stored_json(state)
             data["originator_id"] = str(stored_event.originator_id)
             data["originator_version"] = stored_event.originator_version
             event: DomainEventProtocol[UUID] = decode_event(data, cls)

@@ -25,7 +25,6 @@ itself from the log, each with a logged warning.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +34,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, PersistenceError
 from eventsourcing.utils import TopicError, resolve_topic
 
+from aggregates import read_stored_json
 from aggregates.errors import DecodeError
 from incarnate.errors import EngineError, StorageError
 from incarnate.store import ListingTables, UnreadableRow
@@ -202,7 +202,7 @@ class Listing:
                 state = mapper.cipher.decrypt(state)
             if mapper.compressor:
                 state = mapper.compressor.decompress(state)
-            data = json.loads(state)
+            data = read_stored_json(state)
         except ValueError as error:
             raise DecodeError(
                 notification.topic, originator, notification.originator_version, str(error)

@@ -1,25 +1,31 @@
 """The mapper's stored form: the converter's JSON of each event, without the stored event's own columns.
 
 The mapper encodes with a converter of its own (no ``originator_id`` and
-``originator_version`` to drop afterwards, encoded snapshots passed through,
-one JSON encoder built once). These tests hold its bytes to the reference
-form — the event converter's unstructured event, minus those two keys, as
-compact JSON — for every event an order with children, timers, a retried
-task, a cancellation and an incident stores, and check each stored event
-decodes back to an equal event.
+``originator_version`` to drop afterwards, encoded snapshots passed through)
+and writes JSON with msgspec, read back and checked, falling back to the
+standard library's strict encoder (:func:`aggregates.stored_json`). These
+tests hold its bytes to the reference form — the event converter's
+unstructured event, minus those two keys, as compact JSON — for every event
+an order with children, timers, a retried task, a cancellation and an
+incident stores, and check each stored event decodes back to an equal
+event; and they hold ``stored_json`` to the standard library's reading of
+any JSON data, NaN and infinities refused as before.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 from uuid import UUID
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from aggregates import CattrsMapper, Instance
+from aggregates import CattrsMapper, Instance, read_stored_json, stored_json
 from aggregates._codec import encode_event
 from incarnate import testing
 from incarnate._demo import CHARTS, ORDER, TASKS
@@ -80,3 +86,41 @@ def test_each_stored_event_is_the_reference_form_and_decodes_to_an_equal_event(
         )
         assert isinstance(again.originator_id, UUID)
         assert mapper.to_domain_event(again) == event
+
+
+JSON_DATA = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_DATA)
+def test_stored_json_is_json_any_reader_reads_back_as_the_same_data(data: Any) -> None:
+    stored = stored_json(data)
+    assert json.loads(stored) == data
+    assert read_stored_json(stored) == data
+    # compact text, the standard library's but for a float's exponent ("1e16" against "1e+16")
+    standard = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    assert len(stored) <= len(standard)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_stored_json_refuses_nan_and_infinities_instead_of_writing_null(bad: float) -> None:
+    for data in (bad, {"context": {"ratio": bad}}, [1, [2, {"x": bad}]]):
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+            stored_json(data)
+
+
+def test_stored_json_writes_a_tuple_as_a_list() -> None:
+    assert stored_json({"pair": ("a", 1)}) == b'{"pair":["a",1]}'
+
+
+def test_a_state_that_is_not_utf8_json_is_a_value_error() -> None:
+    for state in (b"{", b"NaN", b"\xff"):
+        with pytest.raises(ValueError):
+            read_stored_json(state)
