@@ -49,7 +49,7 @@ from eventsourcing.persistence import (
     ProgrammingError,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
+from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType, retry
 from psycopg import sql
 from psycopg.rows import DictRow
@@ -153,15 +153,9 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
         self._lean_insert: lean.Statement | None = None
         self._lean_selects: dict[tuple[bool, bool, bool, bool], lean.Statement] = {}
 
-    def _create_table(self, curs: psycopg.Cursor[DictRow]) -> None:
-        """Create the tables holding the schema's creation lock.
-
-        Processes opening one store at the same moment (a fleet starting)
-        otherwise collide in the catalogue — "tuple concurrently updated" —
-        even when every table exists, since the library replaces its function.
-        """
-        curs.execute("SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.datastore.schema),))
-        super()._create_table(curs)
+    def create_table(self) -> None:
+        """The library's types, tables and functions, created in one transaction under the creation lock."""
+        create_once(self)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
@@ -330,6 +324,36 @@ def _translated(error: psycopg.Error) -> PersistenceError:
     return PersistenceError(str(error))
 
 
+class SnapshotRecorder(PostgresAggregateRecorder):
+    """The library's aggregate recorder (the snapshots' table), created as :func:`create_once` creates."""
+
+    def create_table(self) -> None:
+        """The library's type and table, created in one transaction under the creation lock."""
+        create_once(self)
+
+
+def create_once(recorder: PostgresAggregateRecorder) -> None:
+    """Create a recorder's types, tables and functions in one transaction holding the schema's creation lock.
+
+    Processes opening one store at the same moment (a fleet starting)
+    otherwise collide in the catalogue: the library creates each composite
+    type in a transaction of its own, outside any lock, and two processes
+    creating the same type at once fail with a unique violation on
+    ``pg_type`` (the first start of a fleet on an empty schema); and two
+    replacing one function at once fail with "tuple concurrently updated",
+    even when everything exists. Here a type that exists already is skipped
+    at a savepoint, and the rest is the library's own creation.
+    """
+    with recorder.datastore.transaction(commit=True) as curs:
+        curs.execute("SELECT pg_advisory_xact_lock(%s)", (creation_lock(recorder.datastore.schema),))
+        for statement in recorder.sql_create_statements:
+            if "CREATE TYPE" in statement.as_string():
+                with contextlib.suppress(psycopg.errors.DuplicateObject), curs.connection.transaction():
+                    curs.execute(statement, prepare=False)
+        recorder._create_table(curs)  # everything but the types
+    recorder.datastore.register_type_adapters()
+
+
 def creation_lock(schema: str) -> int:
     """The transaction advisory lock that serialises creating a schema's tables."""
     digest = hashlib.sha256(f"incarnate-tables:{schema}".encode()).digest()[:8]
@@ -346,6 +370,7 @@ class Factory(PostgresFactory):
     """
 
     application_recorder_class = NonPipelinedRecorder
+    aggregate_recorder_class = SnapshotRecorder
 
     def __init__(self, env: Environment | EnvType | None) -> None:
         super().__init__(env)

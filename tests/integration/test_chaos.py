@@ -38,7 +38,7 @@ import attrs
 import pytest
 
 from aggregates import Instance
-from incarnate import Engine
+from incarnate import Engine, Storage
 from tests.integration.chaos_charts import (
     CHARTS,
     EFFECTS_VARIABLE,
@@ -251,19 +251,40 @@ for _ in range(3):
 def test_a_fleet_starting_at_once_on_postgresql_opens_the_store_in_every_process(tmp_path: Path) -> None:
     """Six processes opening one existing PostgreSQL store at the same moment all succeed."""
     with storage_for("postgres", tmp_path) as storage, Engine(CHARTS, TASKS, storage=storage):
-        at = time.time() + 3.0
-        command = [sys.executable, "-c", OPEN_AT_ONCE, storage.url(), str(at)]
-        processes = [
-            subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for _ in range(6)
-        ]
-        try:
-            results = [process.communicate(timeout=60) for process in processes]
-        finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait(10)
+        open_at_once(storage, 6)
+
+
+@pytest.mark.slow
+def test_a_fleet_starting_at_once_on_a_new_postgresql_schema_creates_it_once_in_every_process(
+    tmp_path: Path,
+) -> None:
+    """Six processes opening one empty PostgreSQL schema at the same moment all succeed.
+
+    The first start of a fleet: every process creates the library's composite
+    types, tables and functions and ours, and only one may win each.
+    """
+    with storage_for("postgres", tmp_path) as storage:
+        open_at_once(storage, 6)
+        with Engine(CHARTS, TASKS, storage=storage) as engine:
+            stored = engine.recorder.select_notifications(start=1, limit=1_000)
+            assert len(stored) == len(engine.charts)  # each chart's version recorded once, nothing else
+
+
+def open_at_once(storage: Storage, count: int) -> None:
+    """``count`` processes each open ``storage`` three times, the first all at one moment; none fails."""
+    at = time.time() + 3.0
+    command = [sys.executable, "-c", OPEN_AT_ONCE, storage.url(), str(at)]
+    processes = [
+        subprocess.Popen(command, cwd=REPOSITORY, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(count)
+    ]
+    try:
+        results = [process.communicate(timeout=60) for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
     failed = [
         err.decode(errors="replace")[-300:]
         for (_, err), p in zip(results, processes, strict=True)
