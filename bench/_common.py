@@ -311,3 +311,32 @@ def cpu_seconds_between(before: dict[int, int] | None, after: dict[int, int] | N
         return None
     ticks = sum(used - before.get(pid, 0) for pid, used in after.items() if used >= before.get(pid, 0))
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+CPU_LATENCY_FILE = "/dev/cpu_dma_latency"
+"""Linux's PM QoS request for the CPUs' wake-up latency (root only)."""
+
+
+@contextlib.contextmanager
+def cpu_latency_zero(wanted: bool) -> Iterator[str | None]:
+    """While open, ask Linux to keep every CPU awake (no idle state with a wake-up latency); yields why not.
+
+    Writing 0 to ``/dev/cpu_dma_latency`` and keeping it open makes idle
+    CPUs poll instead of halting, so a thread that slept a few hundred
+    microseconds on a socket resumes on a warm CPU; the request ends when
+    the file is closed. Yields None when the request holds (or was not
+    ``wanted``), else the reason it could not be made.
+    """
+    if not wanted:
+        yield None
+        return
+    try:
+        descriptor = os.open(CPU_LATENCY_FILE, os.O_WRONLY)
+    except OSError as error:
+        yield f"cannot open {CPU_LATENCY_FILE} ({error.strerror}; it needs root on Linux)"
+        return
+    try:
+        os.write(descriptor, (0).to_bytes(4, sys.byteorder, signed=True))
+        yield None
+    finally:
+        os.close(descriptor)

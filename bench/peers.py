@@ -1334,6 +1334,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=16,
         help="client threads of each throughput process, sending the ticks concurrently (default 16)",
     )
+    parser.add_argument(
+        "--cpu-latency-zero",
+        action="store_true",
+        help=f"hold {common.CPU_LATENCY_FILE} at 0 for the whole run (both sides): idle CPUs poll instead "
+        "of halting (Linux, root)",
+    )
     parser.add_argument("--internal", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.internal is not None:
@@ -1436,7 +1442,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, terminated)
     atexit.register(kill_children)
+    with common.cpu_latency_zero(options.cpu_latency_zero) as refused:
+        if refused is not None:
+            print(f"--cpu-latency-zero: {refused}", file=sys.stderr)
+            return 2
+        return run(options, stores)
+
+
+def run(options: argparse.Namespace, stores: Sequence[str]) -> int:
+    """Check, measure and report every selected store (see :func:`main`)."""
     common.print_environment(("eventsourcing", "psycopg", "incarnate", "dbos", "sqlalchemy"))
+    if options.cpu_latency_zero:
+        print(f"{common.CPU_LATENCY_FILE} held at 0 for the whole run: idle CPUs poll instead of halting")
     print(
         f"workloads: {', '.join(options.workload)}; {plural(options.rounds, 'round')}, the sides back to "
         f"back in rotating order, a fresh process and store per side and run; median of the rounds reported\n"

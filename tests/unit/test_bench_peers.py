@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,20 @@ def test_tables_print_under_their_headers(capsys: pytest.CaptureFixture[str]) ->
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["store", "side", "workflows"]
     assert [line.split()[:2] for line in lines[1:]] == [["sqlite", "incarnate"], ["sqlite", "dbos"]]
+
+
+def test_the_cpu_latency_request_is_made_only_when_asked_and_says_why_it_cannot_be(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not peers.parse([]).cpu_latency_zero and peers.parse(["--cpu-latency-zero"]).cpu_latency_zero
+    with common.cpu_latency_zero(False) as refused:
+        assert refused is None
+    monkeypatch.setattr(common, "CPU_LATENCY_FILE", str(tmp_path / "absent" / "cpu_dma_latency"))
+    with common.cpu_latency_zero(True) as refused:
+        assert refused is not None and "cannot open" in refused and "root" in refused
+    request = tmp_path / "cpu_dma_latency"
+    request.write_bytes(b"")
+    monkeypatch.setattr(common, "CPU_LATENCY_FILE", str(request))
+    with common.cpu_latency_zero(True) as refused:
+        assert refused is None
+        assert request.read_bytes() == (0).to_bytes(4, sys.byteorder)
