@@ -20,10 +20,10 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aggregates import CattrsMapper, Instance, read_stored_json, stored_json
 from aggregates._codec import encode_event
