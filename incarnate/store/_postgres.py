@@ -85,7 +85,35 @@ KEEPALIVES_IDLE = 30
 """Seconds of silence before TCP keepalives probe the server (then 3 probes 10 s apart)."""
 
 
-class NonPipelinedRecorder(PostgresApplicationRecorder):
+class CreatedUnderLock(PostgresAggregateRecorder):
+    """A recorder whose types, tables and functions are created in one transaction under the creation lock.
+
+    Processes opening one store at the same moment (a fleet starting)
+    otherwise collide in the catalogue: the library creates each composite
+    type in a transaction of its own, outside any lock, and two processes
+    creating the same type at once fail with a unique violation on
+    ``pg_type`` (the first start of a fleet on an empty schema); and two
+    replacing one function at once fail with "tuple concurrently updated",
+    even when everything exists. Here a type that exists already is skipped
+    at a savepoint, and the rest is the library's own creation.
+    """
+
+    def create_table(self) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.datastore.schema),))
+            for statement in self.sql_create_statements:
+                if "CREATE TYPE" in statement.as_string():
+                    with contextlib.suppress(psycopg.errors.DuplicateObject), curs.connection.transaction():
+                        curs.execute(statement, prepare=False)
+            self._create_table(curs)  # everything but the types
+        self.datastore.register_type_adapters()
+
+
+class SnapshotRecorder(CreatedUnderLock):
+    """The library's aggregate recorder (the snapshots' table), created under the creation lock."""
+
+
+class NonPipelinedRecorder(CreatedUnderLock, PostgresApplicationRecorder):
     """The library's application recorder, inserting without pipeline mode and in one statement.
 
     An insert is one statement, sent on an autocommit connection, so it is
@@ -152,10 +180,6 @@ class NonPipelinedRecorder(PostgresApplicationRecorder):
         self.id_oid = lean.UUID_OID if self.datastore.originator_id_type == "uuid" else lean.TEXT_OID
         self._lean_insert: lean.Statement | None = None
         self._lean_selects: dict[tuple[bool, bool, bool, bool], lean.Statement] = {}
-
-    def create_table(self) -> None:
-        """The library's types, tables and functions, created in one transaction under the creation lock."""
-        create_once(self)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
@@ -322,36 +346,6 @@ def _translated(error: psycopg.Error) -> PersistenceError:
         if isinstance(error, theirs):
             return ours(str(error))
     return PersistenceError(str(error))
-
-
-class SnapshotRecorder(PostgresAggregateRecorder):
-    """The library's aggregate recorder (the snapshots' table), created as :func:`create_once` creates."""
-
-    def create_table(self) -> None:
-        """The library's type and table, created in one transaction under the creation lock."""
-        create_once(self)
-
-
-def create_once(recorder: PostgresAggregateRecorder) -> None:
-    """Create a recorder's types, tables and functions in one transaction holding the schema's creation lock.
-
-    Processes opening one store at the same moment (a fleet starting)
-    otherwise collide in the catalogue: the library creates each composite
-    type in a transaction of its own, outside any lock, and two processes
-    creating the same type at once fail with a unique violation on
-    ``pg_type`` (the first start of a fleet on an empty schema); and two
-    replacing one function at once fail with "tuple concurrently updated",
-    even when everything exists. Here a type that exists already is skipped
-    at a savepoint, and the rest is the library's own creation.
-    """
-    with recorder.datastore.transaction(commit=True) as curs:
-        curs.execute("SELECT pg_advisory_xact_lock(%s)", (creation_lock(recorder.datastore.schema),))
-        for statement in recorder.sql_create_statements:
-            if "CREATE TYPE" in statement.as_string():
-                with contextlib.suppress(psycopg.errors.DuplicateObject), curs.connection.transaction():
-                    curs.execute(statement, prepare=False)
-        recorder._create_table(curs)  # everything but the types
-    recorder.datastore.register_type_adapters()
 
 
 def creation_lock(schema: str) -> int:
