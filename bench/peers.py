@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import concurrent.futures
 import contextlib
 import importlib.util
 import json
@@ -609,31 +610,20 @@ def child_throughput(spec: dict[str, Any], place: Place) -> None:
         senders = min(spec["senders"], len(ids))
         groups = [ids[n::senders] for n in range(senders)]
         sent = [0] * senders
-        failures: list[BaseException] = []
+        pool = concurrent.futures.ThreadPoolExecutor(senders, thread_name_prefix="sender")
 
         def send_until(sender: int, deadline: float) -> None:
             """One tick to each counter of the sender's share in turn, until ``deadline``."""
-            try:
-                while True:
-                    for instance_id in groups[sender]:
-                        engine.send(instance_id, "tick")
-                    sent[sender] += len(groups[sender])
-                    if time.perf_counter() >= deadline:
-                        return
-            except BaseException as error:  # a failed send fails the run
-                failures.append(error)
+            while True:
+                for instance_id in groups[sender]:
+                    engine.send(instance_id, "tick")
+                sent[sender] += len(groups[sender])
+                if time.perf_counter() >= deadline:
+                    return
 
         def ticks(until: float) -> None:
-            threads = [
-                threading.Thread(target=send_until, args=(sender, until), name=f"sender-{sender}")
-                for sender in range(senders)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            if failures:
-                raise failures[0]
+            for sending in [pool.submit(send_until, sender, until) for sender in range(senders)]:
+                sending.result()  # a failed send fails the run
             if not runner.wait_until_idle(IDLE_SECONDS):
                 raise CheckFailed(f"the ticks sent were not processed within {IDLE_SECONDS:g} s")
 
@@ -646,6 +636,7 @@ def child_throughput(spec: dict[str, Any], place: Place) -> None:
         ticks(begin + seconds)
         elapsed = time.perf_counter() - begin
         cpu = time.process_time() - cpu
+        pool.shutdown()
         counted = sum(engine.snapshot(instance_id, COUNTER).context.count for instance_id in ids)
         if counted != sum(sent):
             raise CheckFailed(f"the counters counted {counted:,} ticks, {sum(sent):,} were sent")
