@@ -111,8 +111,9 @@ def stored_json(data: object) -> bytes:
     difference — a non-finite float, or a tuple, which JSON has not — sends
     ``data`` through the standard library's strict encoder instead, which
     raises ``ValueError`` for a non-finite float. The two write the same
-    text but for a float's exponent (``1e+16`` here, ``1e16`` there), which
-    every JSON reader reads as the same number.
+    text but for how some floats are spelled (``1e16`` and ``0.00001`` here,
+    ``1e+16`` and ``1e-05`` there), which every JSON reader reads as the
+    same number.
     """
     encoded = _FAST_ENCODE(data)
     if _FAST_DECODE(encoded) == data:
