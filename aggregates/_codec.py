@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -102,23 +103,70 @@ _FAST_DECODE = msgspec.json.Decoder().decode
 _STRICT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_WALKED = 16_384
+"""Encoded size (bytes) from which :func:`stored_json` checks the data by walking it, not by reading it back.
+
+Reading a large text back (an aggregate snapshot of a parent with
+thousands of children) builds a second copy of the whole data, doubling
+the peak memory of the encoding; the walk allocates nothing.
+"""
+
+
 def stored_json(data: object) -> bytes:
     """``data`` as a stored event's state: compact JSON in UTF-8, refusing NaN and infinities.
 
     msgspec's encoder writes it in an eighth of the standard library's time,
-    but writes a NaN or an infinity as ``null``; its output is therefore read
-    back and compared with ``data`` (a few microseconds, C-level), and any
-    difference — a non-finite float, or a tuple, which JSON has not — sends
-    ``data`` through the standard library's strict encoder instead, which
-    raises ``ValueError`` for a non-finite float. The two write the same
-    text but for how some floats are spelled (``1e16`` and ``0.00001`` here,
-    ``1e+16`` and ``1e-05`` there), which every JSON reader reads as the
-    same number.
+    but writes a NaN or an infinity as ``null``; its output is therefore
+    checked: read back and compared with ``data`` (a few microseconds,
+    C-level), or, for a text of :data:`_WALKED` bytes or more, by walking
+    ``data`` for anything but plain JSON values (see :func:`_plain_json`).
+    Anything else — a non-finite float, a tuple, a key that is not a
+    string, a value of another type — sends ``data`` through the standard
+    library's strict encoder instead, which raises ``ValueError`` for a
+    non-finite float. The two write the same text but for how some floats
+    are spelled (``1e16`` and ``0.00001`` here, ``1e+16`` and ``1e-05``
+    there), which every JSON reader reads as the same number.
     """
-    encoded = _FAST_ENCODE(data)
-    if _FAST_DECODE(encoded) == data:
+    try:
+        encoded = _FAST_ENCODE(data)
+    except (TypeError, ValueError, OverflowError):  # a key or value msgspec refuses: the stdlib decides
+        return _STRICT.encode(data).encode()
+    if len(encoded) < _WALKED:
+        if _FAST_DECODE(encoded) == data:
+            return encoded
+    elif _plain_json(data):
         return encoded
     return _STRICT.encode(data).encode()
+
+
+def _plain_json(data: object) -> bool:
+    """Whether ``data`` is only dicts with string keys, lists, strings, ints, bools, None and finite floats.
+
+    Exact types only (a subclass, such as an enum, is not plain): for such
+    data msgspec writes what the standard library writes. Iterative, so
+    deep data cannot exhaust the stack.
+    """
+    pending: list[object] = [data]
+    pop, extend = pending.pop, pending.extend
+    while pending:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is float:
+            if not math.isfinite(item):  # type: ignore[arg-type]
+                return False
+        elif kind is dict:
+            mapping: dict[object, object] = item  # type: ignore[assignment]
+            for key in mapping:
+                if type(key) is not str:
+                    return False
+            extend(mapping.values())
+        elif kind is list:
+            extend(item)  # type: ignore[arg-type]
+        else:
+            return False
+    return True
 
 
 def read_stored_json(state: bytes) -> Any:
@@ -144,6 +192,7 @@ class CattrsMapper(Mapper[UUID]):
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         data = STORED_CONVERTER.unstructure(domain_event, type(domain_event))
         state = stored_json(data)
+        del data  # a large snapshot's data is not kept through compression
         if self.compressor:
             state = self.compressor.compress(state)
         if self.cipher:

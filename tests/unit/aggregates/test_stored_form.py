@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
 from typing import Any
 from uuid import UUID
 
@@ -26,7 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aggregates import CattrsMapper, Instance, read_stored_json, stored_json
-from aggregates._codec import encode_event
+from aggregates._codec import _WALKED, encode_event
 from incarnate import testing
 from incarnate._demo import CHARTS, ORDER, TASKS
 
@@ -136,3 +137,58 @@ def test_a_state_that_is_not_utf8_json_is_a_value_error() -> None:
     for state in (b"{", b"NaN", b"\xff"):
         with pytest.raises(ValueError):
             read_stored_json(state)
+
+
+# A large text is checked by walking its data instead of reading it back (no second copy).
+
+
+def large(data: Any) -> dict[str, Any]:
+    """``data`` in an envelope whose text is long enough to be checked by the walk."""
+    return {"padding": "x" * _WALKED, "data": data}
+
+
+@given(JSON_DATA)
+def test_a_large_stored_json_is_json_any_reader_reads_back_as_the_same_data(data: Any) -> None:
+    envelope = large(data)
+    stored = stored_json(envelope)
+    assert json.loads(stored) == envelope
+    standard = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    if not has_float(data):
+        assert stored == standard
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_large_stored_json_refuses_nan_and_infinities_at_any_depth(bad: float) -> None:
+    for data in (bad, {"context": {"ratio": bad}}, [1, [2, {"x": bad}]], [[[[[[bad]]]]]]):
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+            stored_json(large(data))
+
+
+def test_stored_json_writes_as_the_standard_library_does_tuples_and_keys_that_are_not_strings() -> None:
+    for data in ({"pair": ("a", 1)}, {1: "one", 2.5: "half"}, {True: "yes", None: "none"}):
+        for sized in (data, large(data)):
+            expected = json.dumps(sized, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            assert stored_json(sized) == expected.encode()
+
+
+def test_stored_json_refuses_what_is_not_json_as_the_standard_library_does() -> None:
+    for data in (UUID(int=1), {"ids": {1, 2}}, b"bytes"):
+        for sized in (data, large(data)):
+            with pytest.raises(TypeError, match="is not JSON serializable"):
+                stored_json(sized)
+
+
+def test_encoding_a_large_text_does_not_build_a_second_copy_of_its_data() -> None:
+    """The peak while encoding is the text and little more, not a decoded copy of the data besides."""
+    data = [{"site": "member", "key": f"k{n}", "output": {"n": n, "ok": True}} for n in range(5_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        stored = stored_json(data)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(stored) > _WALKED
+    decoded_copy = len(stored) * 3  # a decoded copy of these dicts takes several times their text
+    assert peak < len(stored) + decoded_copy // 3, (peak, len(stored))
