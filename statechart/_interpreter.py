@@ -64,6 +64,7 @@ from statechart._snapshot import (
     SlotChanges,
     SlotKey,
     SlotStatus,
+    SlotTable,
     Snapshot,
     Status,
     derived,
@@ -142,10 +143,10 @@ class Run:
         self.internal: deque[Event] = deque(snapshot.internal_queue)
         self.timers: dict[str, Timer] = {t.id: t for t in snapshot.timers} if snapshot.timers else {}
         self.timers_changed = False
-        # The snapshot's own index, copied (a C-level copy, no per-slot Python work); what
-        # this macrostep puts and drops is recorded, so its changes cost O(changed).
+        # The snapshot's slots, shared until this macrostep changes one (see SlotTable);
+        # what it puts and drops is recorded, so its changes cost O(changed).
         self.slot_base: Mapping[SlotKey, ChildSlot] = snapshot.slot_index() if snapshot.children else {}
-        self.slots: dict[SlotKey, ChildSlot] = dict(self.slot_base)
+        self.slots = SlotTable(snapshot.children, snapshot.slot_positions() if snapshot.children else None)
         self.slot_unfinished: dict[str, int] = dict(snapshot.unfinished_counts()) if snapshot.children else {}
         self.slot_inserted: dict[SlotKey, None] = {}
         self.slot_touched: dict[SlotKey, None] = {}
@@ -190,7 +191,7 @@ class Run:
         """Set the slot of ``(slot.site, slot.key)``: replaced where it stands, or appended."""
         key = (slot.site, slot.key)
         unfinished = self.slot_unfinished
-        old = self.slots.get(key)
+        old = self.slots.put(slot)
         if old is not None:
             self.slot_touched[key] = None
             if old.status is not SlotStatus.DONE:
@@ -199,7 +200,6 @@ class Run:
             self.slot_inserted[key] = None
         if slot.status is not SlotStatus.DONE:
             unfinished[slot.site] = unfinished.get(slot.site, 0) + 1
-        self.slots[key] = slot
 
     def drop_slot(self, key: SlotKey) -> None:
         """Forget the slot of ``key``."""
@@ -215,13 +215,14 @@ class Run:
             return _NO_SLOT_CHANGES
         base, slots, dropped = self.slot_base, self.slots, self.slot_dropped
         removed = tuple(key for key in dropped if key in base)
-        changed = tuple(
-            slots[key]
-            for key in self.slot_touched
-            if key in base and key not in dropped and slots[key] != base[key]
-        )
-        added = tuple(slots[key] for key in self.slot_inserted)
-        return SlotChanges(added, changed, removed)
+        changed: list[ChildSlot] = []
+        for key in self.slot_touched:
+            if key in base and key not in dropped:
+                slot = slots.get(key)
+                if slot is not None and slot != base[key]:
+                    changed.append(slot)
+        added = tuple(slot for slot in map(slots.get, self.slot_inserted) if slot is not None)
+        return SlotChanges(added, tuple(changed), removed)
 
     # ------------------------------------------------------------- result
 
@@ -234,6 +235,8 @@ class Run:
 
     def snapshot(self) -> Snapshot[C]:
         chart, base = self.chart, self.base
+        changes = self.slot_changes()  # before finishing: it compares the table with the base
+        children, positions = self.slots.finish()
         history = self.recorded_history() if self.history_changed else base.history
         timers = base.timers
         if self.timers_changed:
@@ -246,7 +249,7 @@ class Run:
             self.context,  # type: ignore[arg-type]
             tuple(self.internal) if self.internal else (),
             timers,
-            tuple(self.slots.values()) if self.slots else (),
+            children,
             self.output,
             self.now,
             self.steps,
@@ -254,7 +257,7 @@ class Run:
             self.next_generation,
             self.lineage,
         )
-        return derived(snapshot, self.slots, self.slot_unfinished, base, self.slot_changes())
+        return derived(snapshot, positions, self.slot_unfinished, base, changes)
 
     # ---------------------------------------------------------- execution
 
