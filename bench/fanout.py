@@ -22,9 +22,12 @@ Each subprocess first runs an uncounted fan-out of :data:`WARM_UP`
 children on the same engine, so that what any first run builds once
 (imports, codec hooks, caches) is not charged to the smallest size.
 
-Each figure is divided by the number of children, and each per-child figure
-is compared with the 100-child one (the target: within ±50 % at every size).
-Run ``python -m bench.fanout --help`` for the options.
+Each size is measured ``--rounds`` times (3 by default), the sizes in a
+rotating order from round to round, and each figure is the median of its
+rounds (a 100-child run lasts a tenth of a second: one run of it is mostly
+noise). Each figure is divided by the number of children, and each
+per-child figure is compared with the 100-child one (the target: within
+±50 % at every size). Run ``python -m bench.fanout --help`` for the options.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -181,10 +185,20 @@ def _ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
 
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One size's rounds as one result: the median of each figure, and the range of the times."""
+    result: dict[str, Any] = {"size": runs[0]["size"]}
+    for name in ("seconds", "bytes", "parent_bytes", "parent_events", "memory_kib"):
+        result[name] = statistics.median(run[name] for run in runs)
+    result["fastest"] = min(run["seconds"] for run in runs)
+    result["slowest"] = max(run["seconds"] for run in runs)
+    return result
+
+
 def print_results(store: str, results: list[dict[str, Any]]) -> None:
-    """One table per store: figures per child, and each against the first size's."""
+    """One table per store: figures per child (medians of the rounds), and each against the first size's."""
     print(
-        f"{'children':>9} {'total s':>9} {'ms/child':>9} {'B/child':>9} {'KiB/child':>10} "
+        f"{'children':>9} {'total s':>9} {'ms/child':>9} {'min-max':>11} {'B/child':>9} {'KiB/child':>10} "
         f"{'parent ev':>9} {'parent B':>11} {'time x':>7} {'bytes x':>7} {'mem x':>7}"
     )
     base = results[0]
@@ -200,9 +214,10 @@ def print_results(store: str, results: list[dict[str, Any]]) -> None:
         for value, reference in ((per_time, base_time), (per_bytes, base_bytes), (per_memory, base_memory)):
             if reference:
                 worst = max(worst, abs(value / reference - 1))
+        span = f"{result['fastest'] / size * 1000:.2f}-{result['slowest'] / size * 1000:.2f}"
         print(
-            f"{size:>9,} {result['seconds']:>9.2f} {per_time * 1000:>9.2f} {per_bytes:>9,.0f} "
-            f"{per_memory:>10.1f} {result['parent_events']:>9,} {result['parent_bytes']:>11,} "
+            f"{size:>9,} {result['seconds']:>9.2f} {per_time * 1000:>9.2f} {span:>11} {per_bytes:>9,.0f} "
+            f"{per_memory:>10.1f} {result['parent_events']:>9,.0f} {result['parent_bytes']:>11,.0f} "
             f"{_ratio(per_time, base_time):>7} {_ratio(per_bytes, base_bytes):>7} "
             f"{_ratio(per_memory, base_memory):>7}"
         )
@@ -221,12 +236,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     common.add_choice(parser, "store", common.STORES)
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="runs of every size, in a rotating order; each figure is their median (default 3)",
+    )
+    parser.add_argument(
         "--tracemalloc",
         action="store_true",
         help="memory as the peak of the Python heap (tracemalloc), not the resident set; slower",
     )
     parser.add_argument("--child", nargs=3, metavar=("STORE", "SIZE", "LOCATION"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    if options.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if options.child:
         store, size, location = options.child
         child_main(store, int(size), location, traced=options.tracemalloc)
@@ -238,35 +261,38 @@ def main(argv: list[str] | None = None) -> int:
     memory = "tracemalloc peak (times inflated by it)" if options.tracemalloc else "peak RSS growth"
     print(
         f"sizes {', '.join(f'{n:,}' for n in options.sizes)}; deterministic runner, one thread; "
-        f"memory: {memory}\n"
+        f"memory: {memory}; medians of {options.rounds} round(s), a fresh process and store per run\n"
     )
+    traced = options.tracemalloc
     for store in stores:
-        results = []
+        runs: dict[int, list[dict[str, Any]]] = {n: [] for n in range(len(options.sizes))}
         if store == "sqlite":
             with tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory:
                 print(f"sqlite: files in {directory}")
-                for n, size in enumerate(options.sizes):
-                    location = os.path.join(directory, f"fanout-{n}.db")
-                    results.append(run_size(store, size, location, traced=options.tracemalloc))
+                for turn in range(options.rounds):
+                    for n in common.rotated(range(len(options.sizes)), turn):
+                        location = os.path.join(directory, f"fanout-{turn}-{n}.db")
+                        runs[n].append(run_size(store, options.sizes[n], location, traced=traced))
         else:
             with common.open_postgres() as postgres:
                 if postgres is None:
                     continue
                 print(f"postgres: {postgres.describe()}")
-                for size in options.sizes:
-                    schema = f"bench_fanout_{uuid.uuid4().hex[:12]}"
-                    postgres.fresh(schema)
-                    location = ",".join(
-                        (
-                            common.POSTGRES_HOST,
-                            str(common.POSTGRES_PORT),
-                            common.POSTGRES_DBNAME,
-                            postgres.user,
-                            schema,
+                for turn in range(options.rounds):
+                    for n in common.rotated(range(len(options.sizes)), turn):
+                        schema = f"bench_fanout_{uuid.uuid4().hex[:12]}"
+                        postgres.fresh(schema)
+                        location = ",".join(
+                            (
+                                common.POSTGRES_HOST,
+                                str(common.POSTGRES_PORT),
+                                common.POSTGRES_DBNAME,
+                                postgres.user,
+                                schema,
+                            )
                         )
-                    )
-                    results.append(run_size(store, size, location, traced=options.tracemalloc))
-        print_results(store, results)
+                        runs[n].append(run_size(store, options.sizes[n], location, traced=traced))
+        print_results(store, [medians(runs[n]) for n in range(len(options.sizes))])
         print()
     return 0
 
