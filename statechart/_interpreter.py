@@ -215,14 +215,13 @@ class Run:
             return _NO_SLOT_CHANGES
         base, slots, dropped = self.slot_base, self.slots, self.slot_dropped
         removed = tuple(key for key in dropped if key in base)
-        changed: list[ChildSlot] = []
-        for key in self.slot_touched:
-            if key in base and key not in dropped:
-                slot = slots.get(key)
-                if slot is not None and slot != base[key]:
-                    changed.append(slot)
-        added = tuple(slot for slot in map(slots.get, self.slot_inserted) if slot is not None)
-        return SlotChanges(added, tuple(changed), removed)
+        changed = tuple(
+            slots[key]
+            for key in self.slot_touched
+            if key in base and key not in dropped and slots[key] != base[key]
+        )
+        added = tuple(slots[key] for key in self.slot_inserted)
+        return SlotChanges(added, changed, removed)
 
     # ------------------------------------------------------------- result
 

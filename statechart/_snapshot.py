@@ -266,6 +266,12 @@ class SlotTable:
         items = self._items
         return self._base[place] if items is None else items[place]
 
+    def __getitem__(self, key: SlotKey) -> ChildSlot:
+        slot = self.get(key)
+        if slot is None:
+            raise KeyError(key)
+        return slot
+
     def __contains__(self, key: object) -> bool:
         return key in self._places()
 

@@ -65,6 +65,8 @@ def test_a_slot_table_behaves_as_an_ordered_dict(
         for probe in KEYS:
             assert (probe in table) == (probe in model)
             assert table.get(probe) == model.get(probe)
+            if probe in model:
+                assert table[probe] == model[probe]
     # The snapshot the table started from is untouched.
     assert base.children == tuple(slot(key, 0) for key in start)
     for key in start:
