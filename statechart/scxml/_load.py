@@ -105,9 +105,17 @@ class Node:
 
 
 def parse(text: str | bytes, source: str) -> Node:
-    """Parse the document with expat into :class:`Node` values with line numbers."""
+    """Parse the document with expat into :class:`Node` values with line numbers.
+
+    A DOCTYPE is refused as soon as expat meets it, before any entity it
+    declares is expanded: SCXML needs none, and nested entities can expand a
+    few hundred bytes into gigabytes. Character data arrives in many pieces
+    (one per line at least), so each element's pieces are joined once, when
+    it ends.
+    """
     parser = xml.parsers.expat.ParserCreate(namespace_separator=" ")
     stack: list[Node] = []
+    pieces: list[list[str]] = []
     root: list[Node] = []
 
     def start(name: str, attributes: dict[str, str]) -> None:
@@ -119,17 +127,34 @@ def parse(text: str | bytes, source: str) -> Node:
         else:
             root.append(node)
         stack.append(node)
+        pieces.append([])
 
     def end(_name: str) -> None:
-        stack.pop()
+        stack.pop().text = "".join(pieces.pop())
 
     def data(chars: str) -> None:
-        if stack:
-            stack[-1].text += chars
+        if pieces:
+            pieces[-1].append(chars)
+
+    def doctype(name: str, system_id: str | None, public_id: str | None, internal_subset: bool) -> None:
+        found = f"<!DOCTYPE {name}"
+        if public_id:
+            found += f' PUBLIC "{public_id}" "{system_id}"'
+        elif system_id:
+            found += f' SYSTEM "{system_id}"'
+        found += " [...]>" if internal_subset else ">"
+        raise ScxmlError(
+            source,
+            [
+                f"line {parser.CurrentLineNumber}: found a DOCTYPE declaration {found}; SCXML documents "
+                "need no DOCTYPE or entity declarations: remove it (and write any entity's text in place)"
+            ],
+        )
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
     parser.CharacterDataHandler = data
+    parser.StartDoctypeDeclHandler = doctype
     try:
         parser.Parse(text, True)
     except xml.parsers.expat.ExpatError as error:
