@@ -10,8 +10,10 @@ Transition labels read ``trigger [guard] / actions``:
 
 - the trigger is the event descriptors, ``after 5s`` for a delayed
   transition, or ``always`` for an eventless one;
-- the guard is the guard function's ``__name__``, or ``in(state)`` for an
-  :func:`~statechart.in_state` guard;
+- the guard is the guard function's ``__name__`` (for a chart loaded from
+  SCXML, the ``cond`` expression as written, on one line), or ``in(state)``
+  for an :func:`~statechart.in_state` guard; a guard longer than 40
+  characters is cut and ends in ``…``;
 - actions are short names: an assigner's name, ``raise(e)``, ``send(e)``,
   ``send(e, 5s)``, ``cancel(id)``, ``send_parent(e)``, ``send_child(site, e)``,
   ``log(label)``.
@@ -66,10 +68,16 @@ def _trigger(t: CompiledTransition) -> str:
     return " ".join(t.events)
 
 
+_GUARD_WIDTH = 40
+"""The most characters a guard takes in a label; a longer one is cut and ends in ``…``."""
+
+
 def _guard(guard: Guard) -> str:
     if isinstance(guard, InState):
         return f"in({guard.state})"
-    return str(getattr(guard, "__name__", type(guard).__name__))
+    # An SCXML cond's __name__ is its expression, which may be long.
+    name = str(getattr(guard, "__name__", type(guard).__name__))
+    return name if len(name) <= _GUARD_WIDTH else name[: _GUARD_WIDTH - 1].rstrip() + "…"
 
 
 def _text(expr: object) -> str:

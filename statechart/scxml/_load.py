@@ -193,6 +193,11 @@ class _Expr:
         self.code = code
         self.kind = kind
 
+    @property
+    def __name__(self) -> str:
+        """The expression as written, on one line: what a diagram shows for a ``cond``."""
+        return " ".join(self.code.source.split())
+
     def __repr__(self) -> str:
         return f"<{self.kind} {self.code.source.strip()!r}>"
 
