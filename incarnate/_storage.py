@@ -81,7 +81,7 @@ class Storage:
 
     kind: str = "sqlite"
     sqlite_path: str = DEFAULT_SQLITE_PATH
-    postgres_dbname: str = "test"
+    postgres_dbname: str = ""
     postgres_host: str = "127.0.0.1"
     postgres_port: int = 5432
     postgres_user: str = "postgres"
@@ -119,7 +119,7 @@ class Storage:
     @classmethod
     def postgres(
         cls,
-        dbname: str = "test",
+        dbname: str,
         *,
         host: str = "127.0.0.1",
         port: int = 5432,
@@ -133,7 +133,12 @@ class Storage:
         lock_timeout: int | None = None,
         idle_in_transaction_timeout: int | None = None,
     ) -> Storage:
-        """A PostgreSQL database; the timeouts are in whole seconds."""
+        """A PostgreSQL database named ``dbname``; the timeouts are in whole seconds."""
+        if not dbname:
+            raise ConfigurationError(
+                "Storage.postgres needs the database name: Storage.postgres('orders', host=...) "
+                "(there is no default database)"
+            )
         return cls(
             "postgres",
             postgres_dbname=dbname,
@@ -172,8 +177,14 @@ class Storage:
         if kind == "popo":
             return cls.popo(max_payload_bytes=limit)
         timeouts = {name: _optional(env, variable) for name, (variable, _) in TIMEOUT_VARIABLES.items()}
+        dbname = env.get("POSTGRES_DBNAME", "").strip()
+        if not dbname:
+            raise ConfigurationError(
+                f"PERSISTENCE_MODULE={module!r} needs POSTGRES_DBNAME, the database to use "
+                "(there is no default database); set it, e.g. POSTGRES_DBNAME=orders"
+            )
         return cls.postgres(
-            env.get("POSTGRES_DBNAME", "test"),
+            dbname,
             host=env.get("POSTGRES_HOST", "127.0.0.1"),
             port=int(env.get("POSTGRES_PORT", "5432")),
             user=env.get("POSTGRES_USER", "postgres"),
@@ -216,7 +227,13 @@ class Storage:
 
     @classmethod
     def _from_postgres_url(cls, text: str) -> Storage:
-        parts = urlsplit(text)
+        try:
+            parts = urlsplit(text)
+        except ValueError as error:  # an unclosed IPv6 bracket, say
+            raise ConfigurationError(
+                f"store URL is malformed ({error}); write an IPv6 host in brackets, "
+                f"postgresql://user@[::1]:5432/db; give {URL_FORMS}"
+            ) from error
         shown = _without_password(text, parts.password)
         try:
             port = parts.port or 5432

@@ -88,7 +88,7 @@ def test_the_store_kind_is_decided_by_open() -> None:
     assert [
         Storage.popo().open().kind,
         Storage.sqlite("x.db").open().kind,
-        Storage.postgres().open().kind,
+        Storage.postgres("orders").open().kind,
     ] == [
         "memory",
         "sqlite",

@@ -219,9 +219,8 @@ def test_a_password_in_a_store_url_never_appears(tmp_path: Path) -> None:
     """With ``--db postgresql://USER:secret@...``, no output, log line or error shows the password."""
     with store("postgres", tmp_path) as (storage, _, engine):
         user, schema = storage.postgres_user, storage.postgres_schema
-        db = (
-            f"postgresql://{user}:secret@{storage.postgres_host}:{storage.postgres_port}/test?schema={schema}"
-        )
+        where = f"{storage.postgres_host}:{storage.postgres_port}/{storage.postgres_dbname}"
+        db = f"postgresql://{user}:secret@{where}?schema={schema}"
         with worker(tmp_path, db, "--no-recovery", "--log-level", "debug") as running:
             (job,) = start_in_client(db, "job")
             assert wait_for(lambda: status(engine, job) == "done", 10.0) is not None, running.output()

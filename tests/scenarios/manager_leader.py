@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--user", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5432)
-    parser.add_argument("--dbname", default="test")
+    parser.add_argument("--dbname", required=True)
     parser.add_argument("--lock-id", type=int, required=True)
     parser.add_argument("--seconds", type=float, default=60.0)
     args = parser.parse_args()

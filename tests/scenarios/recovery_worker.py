@@ -20,6 +20,7 @@ from aggregates import CONVERTER, Instance
 from incarnate import Engine, Storage, UnknownInstance
 from incarnate._work import UnitOfWork
 from tests.scenarios import charts
+from tests.stores import PG_DBNAME, PG_HOST, PG_PORT
 
 ROOT = UUID("7ee00000-0000-4000-8000-000000000001")
 
@@ -27,7 +28,7 @@ ROOT = UUID("7ee00000-0000-4000-8000-000000000001")
 def storage(args: argparse.Namespace) -> Storage:
     if args.store == "sqlite":
         return Storage.sqlite(args.path)
-    return Storage.postgres("test", user=args.user, schema=args.schema)
+    return Storage.postgres(PG_DBNAME, host=PG_HOST, port=PG_PORT, user=args.user, schema=args.schema)
 
 
 def build(args: argparse.Namespace) -> Engine:

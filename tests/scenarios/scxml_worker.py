@@ -23,6 +23,7 @@ from aggregates import CONVERTER, Instance
 from incarnate import Engine, Storage, UnknownInstance
 from incarnate._work import UnitOfWork
 from statechart.scxml import load
+from tests.stores import PG_DBNAME, PG_HOST, PG_PORT
 
 ROOT = UUID("5c4e0000-0000-4000-8000-000000000001")
 DOCUMENTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "scxml"
@@ -32,7 +33,7 @@ def build(args: argparse.Namespace) -> Engine:
     if args.store == "sqlite":
         storage = Storage.sqlite(args.path)
     else:
-        storage = Storage.postgres("test", user=args.user, schema=args.schema)
+        storage = Storage.postgres(PG_DBNAME, host=PG_HOST, port=PG_PORT, user=args.user, schema=args.schema)
     return Engine([load(DOCUMENTS / "order.scxml")], storage=storage)
 
 

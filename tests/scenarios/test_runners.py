@@ -105,6 +105,14 @@ def test_bad_storage_settings_are_clear_errors() -> None:
         Storage.sqlite(":memory:").env()
 
 
+def test_postgres_needs_a_database_name() -> None:
+    """PostgreSQL has no default database: leaving it out, in code or in the environment, names the fix."""
+    with pytest.raises(ConfigurationError, match="needs POSTGRES_DBNAME"):
+        Storage.from_env({"PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_HOST": "db"})
+    with pytest.raises(ConfigurationError, match="needs the database name"):
+        Storage.postgres("")
+
+
 def test_engine_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With no storage argument, the engine uses the store the environment names."""
     path = tmp_path / "from-env.db"
