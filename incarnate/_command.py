@@ -15,11 +15,12 @@ import json
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from incarnate.errors import EngineError
-from statechart import Chart, JsonValue
+from statechart import Chart, JsonValue, check_json
 from statechart.errors import ChartInvalid
 
 USAGE_ERROR = 2
@@ -27,6 +28,9 @@ USAGE_ERROR = 2
 
 OPERATION_FAILED = 1
 """Exit status for a command that ran as asked but whose operation failed."""
+
+NOT_TAKEN = 3
+"""Exit status of ``incarnate send`` for an event no transition of the instance's current states takes."""
 
 BUG = 70
 """Exit status for an unexpected error: a bug in incarnate (``EX_SOFTWARE`` of ``sysexits.h``)."""
@@ -78,6 +82,12 @@ class CommandFailed(CommandError):
     status = OPERATION_FAILED
 
 
+class EventNotTaken(CommandError):
+    """``incarnate send`` refused an event the instance would ignore (exit status 3)."""
+
+    status = NOT_TAKEN
+
+
 # ------------------------------------------------------------ loading charts
 
 
@@ -101,6 +111,23 @@ def _import(module_name: str) -> object:
         raise CommandError(f"importing module {module_name!r} failed: {err}") from err
     except ChartInvalid as err:
         raise CommandError(f"importing module {module_name!r} failed: {chart_problems(err)}") from err
+    except Exception as err:
+        where = _raised_at(err, module_name)
+        raise CommandError(
+            f"importing module {module_name!r} failed: it raised {type(err).__name__}: "
+            f"{' '.join(str(err).split())}{where}; fix the module (run `python -c 'import {module_name}'` "
+            "to see the traceback)"
+        ) from err
+
+
+def _raised_at(error: BaseException, module_name: str) -> str:
+    """`` at FILE:LINE``: the innermost frame of the user's code the error came from, if any."""
+    frames = traceback.extract_tb(error.__traceback__)
+    ours = [f for f in frames if "importlib" not in f.filename and "/incarnate/" not in f.filename]
+    if not ours:
+        return ""
+    frame = ours[-1]
+    return f" at {frame.filename}:{frame.lineno}"
 
 
 _T = TypeVar("_T")
@@ -266,6 +293,7 @@ def _nesting(text: str) -> int:
 
 
 def _shown(text: str) -> str:
+    # repr() escapes lone surrogates, so the message can always be printed
     return repr(text) if len(text) <= 60 else f"{text[:40]!r}... ({len(text)} characters)"
 
 
@@ -295,4 +323,10 @@ def parse_json_option(option: str, text: str) -> JsonValue:
         ) from err
     except RecursionError as err:  # not expected below MAX_JSON_DEPTH; never a traceback
         raise CommandError(f"{option} {_shown(text)} nests too deeply to parse; flatten the data") from err
+    try:
+        check_json(value, option)
+    except TypeError as err:  # a lone surrogate: a "\ud800" escape, or bytes that are not UTF-8
+        raise CommandError(
+            f"{option} {_shown(text)} is not accepted: {err}; the command line must be UTF-8 text"
+        ) from err
     return value

@@ -58,6 +58,7 @@ from incarnate.errors import (
     ConfigurationError,
     EngineError,
     Fenced,
+    InstanceExists,
     InstanceTerminated,
     NotARoot,
     PayloadTooLarge,
@@ -67,7 +68,7 @@ from incarnate.errors import (
 )
 from incarnate.store import Coordination, Store
 from incarnate.store import forget_memory_store as forget_named_memory_store
-from projections import Checkpoint, resume_plan
+from projections import Checkpoint, CheckpointUndecodable, resume_plan
 from statechart import (
     Chart,
     Event,
@@ -78,11 +79,15 @@ from statechart import (
     SnapshotCodec,
     SnapshotDelta,
     check_json,
+    check_text,
     error_invoke_event,
 )
 from statechart.errors import CodecError
 
 log = logging.getLogger("incarnate.engine")
+
+_START_KEYS = UUID("6a1c3f0e-5b7d-4e0a-9d2c-3f8e1b7a4c55")
+"""The namespace of the ids :meth:`Engine.start` derives from an idempotency key (uuid5)."""
 
 C = TypeVar("C")
 
@@ -168,6 +173,10 @@ class SnapshotStore(EventStore[UUID]):
     max_payload_bytes: int | None = None
     """Snapshots encoded larger than this are not written (see ``incarnate._snapshots``)."""
 
+    refused: Mapping[UUID, tuple[int, int]] = {}
+    """Per instance, the versions (first, last) of snapshots not to use: one decoded but did not fit the
+    chart, and those taken after it from an aggregate built on it. Replaced whole, never changed in place."""
+
     def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[UUID]]:
         """Store the snapshots that fit the payload limit; one that does not is skipped with a warning."""
         stored = []
@@ -200,6 +209,9 @@ class SnapshotStore(EventStore[UUID]):
         """The snapshots that decode, as the library selects them."""
         records = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
         for record in records:
+            window = self.refused.get(originator_id)
+            if window is not None and window[0] <= record.originator_version <= window[1]:
+                continue
             try:
                 yield self.mapper.to_domain_event(record)
             except MapperDeserialisationError as error:
@@ -300,6 +312,7 @@ class Engine(Application[UUID]):
         self.registry = Registry()
         self.charts: dict[str, Chart[Any]] = {}
         self.tasks: dict[str, TaskFunction] = {}
+        self._tasks_complete = False
         self._codecs: dict[str, SnapshotCodec[Any]] = {}
         self._decoded: OrderedDict[UUID, tuple[int, Snapshot[Any]]] = OrderedDict()
         self.hooks: list[Callable[[str, UnitOfWork], None]] = []
@@ -307,9 +320,13 @@ class Engine(Application[UUID]):
             self.register(chart)
         for name, fn in (tasks or {}).items():
             self.register_task(name, fn)
-        self.registry.validate()
+        # A task function is needed only where tasks run: the runner asks (require_tasks) before
+        # it runs work, so an engine that only starts, sends and reads needs no task code.
+        self.registry.validate(tasks=False)
         self._record_chart_versions()
         self.runner: Runner = runner or DeterministicRunner()
+        if not isinstance(self.runner, DeterministicRunner):
+            self.require_tasks()  # any other runner works as soon as it is attached
         self.runner.attach(self)
 
     # ----------------------------------------------------------- setup
@@ -368,6 +385,7 @@ class Engine(Application[UUID]):
     def register(self, chart: Chart[Any]) -> None:
         """Register a chart under its name, with the companion charts it invokes (``Chart.companions``)."""
         self.registry.add(chart)  # adds the companions too, and refuses a clash of names
+        self._tasks_complete = False
         pending = [chart]
         while pending:
             registered = pending.pop()
@@ -394,12 +412,24 @@ class Engine(Application[UUID]):
             return None
         return version.shape
 
+    def require_tasks(self) -> None:
+        """Raise :class:`~statechart.errors.ChartInvalid` unless every task the charts invoke is registered.
+
+        Runners call it before they run work: an engine that only starts
+        roots, sends events and reads (a web handler, a command-line client)
+        needs no task functions, but one that runs work needs all of them.
+        """
+        if not self._tasks_complete:
+            self.registry.validate()
+            self._tasks_complete = True
+
     def register_task(self, name: str, fn: TaskFunction) -> None:
         """Register a task callable (sync or async) under ``name``."""
         if not callable(fn):
             raise ConfigurationError(f"task {name!r} must be callable, got {fn!r}")
         self.registry.add_task(name)
         self.tasks[name] = fn
+        self._tasks_complete = False
 
     # ---------------------------------------------------------- codec
 
@@ -473,7 +503,12 @@ class Engine(Application[UUID]):
     # -------------------------------------------------------- commands
 
     def start(
-        self, chart: str | Chart[Any], input: JsonValue = None, *, id: UUID | None = None
+        self,
+        chart: str | Chart[Any],
+        input: JsonValue = None,
+        *,
+        id: UUID | None = None,
+        key: str | None = None,
     ) -> InstanceHandle:
         """Start a root instance of ``chart``; its first macrostep is committed with its creation.
 
@@ -483,6 +518,14 @@ class Engine(Application[UUID]):
 
         Returns an :class:`InstanceHandle`: the new instance's id (a
         :class:`uuid.UUID`) that can also wait for its result.
+
+        ``id`` names the new instance (default: a random UUID); an id the
+        store already holds raises :class:`InstanceExists`. With ``key``
+        (an idempotency key, instead of ``id``) the id is derived from the
+        chart's name and the key (:meth:`id_for_key`), so a repeated start
+        with the same key and input returns the instance the first one
+        started and starts nothing; the same key with another input raises
+        :class:`InstanceExists`.
 
         ``input`` is validated strictly against the chart's context class
         before anything is stored (see :func:`statechart.context_from_input`):
@@ -497,6 +540,16 @@ class Engine(Application[UUID]):
         found = self.charts.get(chart)
         if found is None:
             raise EngineError(f"chart {chart!r} is not registered (registered: {sorted(self.charts)})")
+        if key is not None:
+            if id is not None:
+                raise EngineError(f"start {chart!r} with an id or a key, not both (the key derives the id)")
+            if not isinstance(key, str) or not key:
+                raise EngineError(f"the key of a start must be a non-empty str, got {key!r}")
+            try:
+                check_text(key, "the start's key")
+            except TypeError as error:
+                raise EngineError(f"cannot start {chart!r}: {error}") from error
+            id = self.id_for_key(chart, key)
         try:
             check_json(input, "input")
         except TypeError as error:
@@ -524,11 +577,42 @@ class Engine(Application[UUID]):
         uow = UnitOfWork(self)
         uow.created[instance.id] = instance
         decide(self, uow, instance, careful=False)
-        self.commit(uow)
+        try:
+            self.commit(uow)
+        except IntegrityError:
+            existing = self._existing_start(instance.id, chart, input, key)
+            if existing is None:
+                raise
+            return existing
         if self.has_work(instance):
             uow.follow(instance.id)
         self.enact(uow)
         return InstanceHandle(self, instance.id, chart)
+
+    @staticmethod
+    def id_for_key(chart: str, key: str) -> UUID:
+        """The id :meth:`start` gives a root of ``chart`` started with idempotency key ``key``."""
+        return uuid.uuid5(_START_KEYS, f"{chart}\x00{key}")
+
+    def _existing_start(
+        self, instance_id: UUID, chart: str, input: JsonValue, key: str | None
+    ) -> InstanceHandle | None:
+        """After a start's commit conflicted: the instance a repeated keyed start returns, else why not."""
+        try:
+            existing = self.instance(instance_id)
+        except UnknownInstance:
+            return None  # the conflict was not the id: the caller re-raises it
+        record = existing.record
+        if key is None:
+            raise InstanceExists(instance_id, chart, f" (a {record.name!r}, {record.status.value})")
+        if record.name != chart or record.parent is not None or record.input != input:
+            raise InstanceExists(
+                instance_id,
+                chart,
+                f", started earlier under key {key!r} with another chart or input "
+                f"({record.name!r}, input {record.input!r})",
+            )
+        return InstanceHandle(self, instance_id, chart)
 
     def handle(self, instance_id: UUID) -> InstanceHandle:
         """A handle on a stored instance (any engine's, in any process); :class:`UnknownInstance` if none."""
@@ -608,6 +692,7 @@ class Engine(Application[UUID]):
                 "name; pass send(id, 'name', data) or send(id, Event('name', data))"
             )
         try:
+            check_text(name, "the event's name")
             check_json(event.data, "data")
         except TypeError as error:
             raise EngineError(
@@ -616,6 +701,11 @@ class Engine(Application[UUID]):
             ) from error
         if key is not None and not isinstance(key, str):
             raise EngineError(f"the key of a send must be a str, got {type(key).__name__} {key!r}")
+        if key is not None:
+            try:
+                check_text(key, "the send's key")
+            except TypeError as error:
+                raise EngineError(f"cannot send {name!r} to instance {instance_id}: {error}") from error
         if event.invoke_id is None and name.startswith(RESERVED_PREFIXES):
             raise EngineError(
                 f"cannot send {name!r} to instance {instance_id}: names starting with "
@@ -854,7 +944,58 @@ class Engine(Application[UUID]):
         if chart is None:
             name = start.state.record.name if start is not None else getattr(events[0], "name", "")
             chart = self.charts.get(name)
-        return resume_plan(events, chart, start=start)
+        return self.resume_plan(instance_id, chart, start, events)[0]
+
+    def resume_plan(
+        self, instance_id: UUID, chart: Chart[Any] | None, start: InstanceSnapshot | None, events: list[Any]
+    ) -> tuple[Checkpoint, InstanceSnapshot | None, list[Any]]:
+        """The ResumePlan of what :meth:`stored` read, and the snapshot and events it was built from.
+
+        A stored snapshot is only a shortcut: one whose checkpoint does not
+        fit the chart (it decodes, but names a state the chart lacks, say)
+        while the events are intact is refused (:meth:`refuse_snapshot`) and
+        the plan is rebuilt from the events. Only a checkpoint the events
+        themselves make raises :class:`~projections.CheckpointError`.
+        """
+        try:
+            return resume_plan(events, chart, start=start), start, events
+        except CheckpointUndecodable as error:
+            if start is None:
+                raise
+            self.refuse_snapshot(instance_id, start.originator_version, str(error))
+        start, events = self.stored(instance_id)
+        return resume_plan(events, chart, start=start), start, events
+
+    def refuse_snapshot(self, instance_id: UUID, version: int, why: str) -> None:
+        """Never build ``instance_id`` from its snapshot at ``version`` again here: replay its events.
+
+        The snapshot is left in the store (events stay the truth; a later
+        snapshot supersedes it); the warning says why it was refused. So are
+        the snapshots stored since (up to the stored head): an aggregate built
+        on the refused one may have taken them.
+        """
+        store = self.snapshots
+        if isinstance(store, SnapshotStore):
+            head = self.recorder.select_events(instance_id, desc=True, limit=1)
+            last = max(version, head[0].originator_version if head else version)
+            first, known = version, store.refused.get(instance_id)
+            if known is not None:
+                first, last = min(first, known[0]), max(last, known[1])
+            store.refused = {**store.refused, instance_id: (first, last)}
+        with self._cache_lock:
+            self._latest.pop(instance_id, None)
+            self._decoded.pop(instance_id, None)
+        cache = self.repository.cache
+        if cache is not None:
+            with contextlib.suppress(KeyError):
+                cache.get(instance_id, evict=True)
+        log.warning(
+            "refusing the stored snapshot of %s at version %d, which does not fit its chart (%s); "
+            "rebuilding the instance from its events",
+            instance_id,
+            version,
+            why,
+        )
 
     # -------------------------------------------------------- recovery
 

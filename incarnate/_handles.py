@@ -29,7 +29,7 @@ import attrs
 
 from aggregates import Instance, InstanceStatus
 from incarnate.errors import EngineError
-from statechart import JsonValue
+from statechart import Ignored, JsonValue
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
@@ -241,10 +241,13 @@ class StepOutcome:
     """The instance's status when the outcome was read."""
     rejected: str | None = None
     """Why the message was refused instead of processed (stale evidence), or why it never was."""
+    ignored: bool = False
+    """Whether the macrostep took no transition for it: nothing in the configuration matched its name,
+    or every matching transition's guard was false. It was consumed and changed nothing."""
 
     @property
     def processed(self) -> bool:
-        """Whether a macrostep processed the message."""
+        """Whether a macrostep processed the message (also when it :attr:`ignored` it)."""
         return self.rejected is None
 
 
@@ -283,8 +286,14 @@ class SendReceipt:
             if getattr(event, "consumed", None) != self.seq:
                 continue
             if isinstance(event, Instance.Stepped):
+                ignored = any(type(effect) is Ignored for effect in event.effects)
                 return StepOutcome(
-                    self.instance_id, self.seq, event.originator_version, configuration, record.status
+                    self.instance_id,
+                    self.seq,
+                    event.originator_version,
+                    configuration,
+                    record.status,
+                    ignored=ignored,
                 )
             return StepOutcome(
                 self.instance_id,

@@ -347,6 +347,73 @@ def enabled_events(chart: Chart[Any], configuration: Iterable[str]) -> tuple[str
     return tuple(names)
 
 
+def _descriptor_matches(descriptor: str, name: str) -> bool:
+    """SCXML 3.12.1: a descriptor matches a name it equals or token-prefixes (``*`` matches all)."""
+    return descriptor == "*" or name == descriptor or name.startswith(descriptor + ".")
+
+
+@attrs.frozen
+class EventCheck:
+    """Whether an instance's configuration has a transition for an event, judged from the chart's structure.
+
+    ``taken`` is None when neither a registered chart nor a recorded shape
+    tells (then nothing can be judged); a guard may still refuse an event
+    that ``taken`` says a transition matches.
+    """
+
+    event: str
+    status: InstanceStatus
+    configuration: tuple[str, ...]
+    offered: tuple[str, ...]
+    """The event names the configuration has a transition for (see :func:`enabled_events`)."""
+    taken: bool | None
+
+    def describe(self) -> str:
+        """One line saying why nothing takes the event, and what would be taken."""
+        where = ", ".join(self.configuration) or "no state"
+        if self.status.finished:
+            return f"it is {self.status.value}: a finished instance takes no event"
+        return (
+            f"no transition of {where} takes {self.event!r}; "
+            f"the events it may be sent now: {', '.join(self.offered) or 'none'}"
+        )
+
+
+def check_event(engine: Engine, instance: Instance, name: str) -> EventCheck:
+    """Whether ``instance``'s current configuration has a transition whose descriptor matches ``name``.
+
+    Read from the registered chart, else from the shape recorded for the
+    instance's chart version; eventless and delayed transitions never take
+    a sent event.
+    """
+    record = instance.record
+    configuration = tuple(str(s) for s in (record.snapshot_parts or {}).get("configuration", ()))
+    if record.status.finished:
+        return EventCheck(name, record.status, configuration, (), False)
+    if record.snapshot_parts is None:  # not started yet: its first macrostep decides the configuration
+        return EventCheck(name, record.status, configuration, (), None)
+    chart = engine.charts.get(record.name)
+    if chart is not None:
+        active = [chart.index[s] for s in configuration if s in chart.index]
+        matching = chart.matching(name)
+        taken = any(t.delay is None for state in active for t in matching[state])
+        return EventCheck(name, record.status, configuration, enabled_events(chart, configuration), taken)
+    shape = engine.chart_shape(record.name, record.fingerprint) if record.fingerprint else None
+    if shape is None:
+        return EventCheck(name, record.status, configuration, (), None)
+    present = set(configuration)
+    offered: dict[str, None] = {}
+    taken = False
+    for transition in shape.transitions:
+        if transition.source not in present or transition.delay is not None:
+            continue
+        taken = taken or any(_descriptor_matches(d, name) for d in transition.events)
+        for event in transition.events:
+            if event != "*" and not event.startswith(INTERNAL_EVENT_PREFIXES):
+                offered.setdefault(event, None)
+    return EventCheck(name, record.status, configuration, tuple(offered), taken)
+
+
 # ------------------------------------------------------------- call trees
 
 

@@ -22,6 +22,9 @@ Loggers and levels (see ``docs/how-to/observe.md``):
   (a task's failure is logged by ``incarnate.tasks``, with its traceback);
 - ``incarnate.engine.action``: WARNING per action, guard or mapper that
   raised (the chart saw ``error.execution``);
+- ``incarnate.engine.ignored``: WARNING per event that took no transition
+  (no transition of the configuration matches its name, or every guard was
+  false): it was consumed and changed nothing;
 - ``incarnate.engine.incident``: WARNING per incident, ERROR when it parks
   the instance (nothing of its call tree runs until an operator acts), INFO
   when an operator resolves it;
@@ -36,13 +39,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from aggregates import Instance
-from statechart import ActionFailed
+from statechart import ActionFailed, Ignored
 
 STEP = logging.getLogger("incarnate.engine.step")
 BIRTH = logging.getLogger("incarnate.engine.birth")
 RETRY = logging.getLogger("incarnate.engine.retry")
 FAILURE = logging.getLogger("incarnate.engine.failure")
 ACTION = logging.getLogger("incarnate.engine.action")
+IGNORED = logging.getLogger("incarnate.engine.ignored")
 INCIDENT = logging.getLogger("incarnate.engine.incident")
 CLAIM = logging.getLogger("incarnate.ownership")
 
@@ -52,6 +56,7 @@ _LOWEST = (
     (RETRY, logging.INFO),
     (FAILURE, logging.WARNING),
     (ACTION, logging.WARNING),
+    (IGNORED, logging.WARNING),
     (INCIDENT, logging.INFO),
     (CLAIM, logging.DEBUG),
 )
@@ -200,6 +205,18 @@ def _stepped(engine_id: str, instance: Instance, event: Any) -> None:
                 failure.describe(),
                 extra=fields(instance, engine_id, "Stepped", event=trigger, failure=failure),
             )
+    if IGNORED.isEnabledFor(logging.WARNING):
+        for ignored in event.effects:
+            if isinstance(ignored, Ignored):
+                IGNORED.warning(
+                    "instance %s of chart %r ignored event %r: no transition of %s takes it "
+                    "(no matching event name, or every guard was false); it was consumed and changed nothing",
+                    instance.id,
+                    record.name,
+                    ignored.event,
+                    ", ".join(map(str, (record.snapshot_parts or {}).get("configuration", ()))) or "no state",
+                    extra=fields(instance, engine_id, "Stepped", event=ignored.event),
+                )
     if STEP.isEnabledFor(logging.DEBUG):
         STEP.debug(
             "step of %s (%r) on %s, now version %d",

@@ -44,7 +44,7 @@ from aggregates import (
 from aggregates.errors import CorruptRecord
 from incarnate._work import UnitOfWork
 from incarnate.errors import EngineError, StorageError, TreeHeld, UnknownInstance
-from projections import Checkpoint, CheckpointError, CheckpointUndecodable, resume_plan
+from projections import Checkpoint, CheckpointError, CheckpointUndecodable
 from statechart import (
     Chart,
     Event,
@@ -192,7 +192,10 @@ def _acquire(
             )
             return False
     try:
-        plan = resume_plan(events, chart, start=start)
+        plan, used, _ = engine.resume_plan(instance_id, chart, start, events)
+        if used is not start:  # its snapshot was refused: the aggregate is rebuilt from the events too
+            instance = engine.read(instance_id)[0]
+            record = instance.record
     except CheckpointUndecodable as error:
         park(engine, instance_id, "revalidation", str(error))
         return False

@@ -95,6 +95,8 @@ class DeterministicRunner:
         """Process queued and due instances until none has work left."""
         if self._working:
             raise RuntimeError("run_until_idle() was called from work it is doing (an action or a task)")
+        assert self.engine is not None
+        self.engine.require_tasks()
         self._working = True
         try:
             return self._run(max_units)

@@ -31,6 +31,18 @@ class InstanceTerminated(EngineError, ValueError):
         super().__init__(f"instance {instance_id} is {status} and accepts no further events")
 
 
+class InstanceExists(EngineError, ValueError):
+    """``start`` was given the id of an instance the store already holds."""
+
+    def __init__(self, instance_id: UUID, chart: str, detail: str = "") -> None:
+        self.instance_id = instance_id
+        self.chart = chart
+        super().__init__(
+            f"cannot start {chart!r} as {instance_id}: the store already holds an instance with that id"
+            f"{detail}; leave the id out for a new one, or read the existing instance"
+        )
+
+
 class ConfigurationError(EngineError, ValueError):
     """The storage or engine configuration is invalid."""
 

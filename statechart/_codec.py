@@ -36,10 +36,31 @@ from statechart._snapshot import ChildSlot, Snapshot, slot_changes
 C = TypeVar("C")
 
 
+def check_text(text: str, path: str) -> str:
+    """Return ``text`` if it can be stored (encoded as UTF-8), else raise ``TypeError`` naming the path.
+
+    Only a lone surrogate (``"\\ud800"``, as a JSON escape or a badly
+    decoded file can produce) cannot: it is no Unicode character.
+    """
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            code = ord(text[error.start])
+            raise TypeError(
+                f"{path}: the text holds a lone surrogate U+{code:04X} at index {error.start}, which is "
+                "not a Unicode character and cannot be stored; send valid text (a surrogate pair "
+                "written in JSON as two escapes, or the character itself)"
+            ) from None
+    return text
+
+
 def check_json(value: object, path: str = "$") -> JsonValue:
     """Return ``value`` if it is plain JSON data, else raise ``TypeError`` naming the path."""
-    if value is None or isinstance(value, (bool, int, str)):
+    if value is None or isinstance(value, (bool, int)):
         return value
+    if isinstance(value, str):
+        return check_text(value, path)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise TypeError(f"{path}: {value!r} is not representable in JSON")
@@ -52,6 +73,7 @@ def check_json(value: object, path: str = "$") -> JsonValue:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise TypeError(f"{path}: key {key!r} is not a string")
+            check_text(key, f"{path} key {key!r}")
             check_json(item, f"{path}.{key}")
         return value
     hint = " (use a list)" if isinstance(value, tuple | set | frozenset) else ""

@@ -127,6 +127,20 @@ class RejectedEvent:
 
 
 @attrs.frozen
+class Ignored:
+    """An event was processed but took no transition: nothing in the configuration wanted it.
+
+    No transition of an active state (or of one of its ancestors) matches
+    ``event``, or every matching transition's guard was false, and no
+    autoforwarding site passed it to a child. SCXML (3.13) discards such an
+    event; the interpreter still reports it, so that a misspelt name or an
+    event sent in the wrong state does not vanish silently.
+    """
+
+    event: str
+
+
+@attrs.frozen
 class Completed:
     """The instance reached a top-level final state with ``output`` as done data."""
 
@@ -152,6 +166,7 @@ Effect: TypeAlias = (
     | Logged
     | ActionFailed
     | RejectedEvent
+    | Ignored
     | Completed
     | Stopped
 )

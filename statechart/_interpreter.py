@@ -35,6 +35,7 @@ from statechart._effects import (
     CancelTimer,
     Completed,
     Effect,
+    Ignored,
     Logged,
     SendToParent,
     Stopped,
@@ -103,6 +104,7 @@ class Run:
         "has_sites",
         "history",
         "history_changed",
+        "ignored",
         "internal",
         "lineage",
         "microsteps",
@@ -170,6 +172,7 @@ class Run:
         self.has_sites = bool(chart.site_states)
         self.saw_history = False
         self.rejected = False
+        self.ignored = False
         self.microsteps = 0
 
     # -------------------------------------------------------------- scope
@@ -846,12 +849,15 @@ class Run:
                 if verdict is Verdict.REJECTED:
                     self.rejected = True
                     return
+            forwarded = len(self.effects)
             if chart.autoforward_states and event.kind is EventKind.EXTERNAL:
                 autoforward(self, event)
             if verdict is Verdict.DELIVER:
                 enabled = self.select(chart.matching(event.name))
                 if enabled:
                     self.microstep(enabled)
+                elif event.invoke_id is None and len(self.effects) == forwarded:
+                    self.ignored = True
             self.firing = None  # only the timer's own event takes its delayed transition
         self.stabilise()
         self.steps += 1
@@ -962,7 +968,7 @@ def step(
         if plan is _UNPLANNED:
             learn = key if len(plans) < PLAN_LIMIT else None
         elif plan is not None:
-            return plan.apply(chart, snapshot, now), ()
+            return plan.apply(chart, snapshot, now), (Ignored(event.name),) if plan.ignored else ()
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     if learn is None:
         _scoped(run, run.macrostep, event)
@@ -970,6 +976,9 @@ def step(
         _scoped(run, _learn, run, snapshot, event, learn)
     if run.rejected:
         return snapshot, tuple(run.effects)
+    if run.ignored:
+        # reported after the macrostep, so that an ignored event can still be planned
+        run.effects.append(Ignored(event.name))
     return run.snapshot(), tuple(run.effects)
 
 
@@ -980,7 +989,7 @@ def _learn(run: Run, snapshot: Snapshot[C], event: Event, key: PlanKey) -> None:
     plan: Plan | None = None
     if admitted and settled(run, snapshot):
         configuration = run.chart.configuration_ids(run.config)
-        plan = Plan(configuration, run.recorded_history() if run.history_changed else None)
+        plan = Plan(configuration, run.recorded_history() if run.history_changed else None, run.ignored)
     remember(run.chart, key, plan)
 
 

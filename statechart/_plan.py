@@ -45,14 +45,22 @@ class Plan:
     """The outcome of one plain macrostep: the configuration it reaches and the history it leaves.
 
     ``history`` is ``None`` when the macrostep records no history, so that
-    the snapshot's own history carries over unchanged.
+    the snapshot's own history carries over unchanged. ``ignored`` is true
+    when the event took no transition (the step reports it as
+    :class:`~statechart.Ignored`).
     """
 
-    __slots__ = ("configuration", "history")
+    __slots__ = ("configuration", "history", "ignored")
 
-    def __init__(self, configuration: tuple[str, ...], history: tuple[HistoryEntry, ...] | None) -> None:
+    def __init__(
+        self,
+        configuration: tuple[str, ...],
+        history: tuple[HistoryEntry, ...] | None,
+        ignored: bool = False,
+    ) -> None:
         self.configuration = configuration
         self.history = history
+        self.ignored = ignored
 
     def apply(self, chart: Chart[C], snapshot: Snapshot[C], now: float | None) -> Snapshot[C]:
         """The snapshot after taking this plan's event in ``snapshot`` at ``now``."""

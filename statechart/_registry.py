@@ -78,8 +78,12 @@ class Registry:
         """Declared task names."""
         return tuple(sorted(self._tasks))
 
-    def problems(self) -> list[errors.DefinitionError]:
-        """Every cross-chart problem: unregistered children, unbounded recursion."""
+    def problems(self, *, tasks: bool = True) -> list[errors.DefinitionError]:
+        """Every cross-chart problem: unregistered children and tasks, unbounded recursion.
+
+        With ``tasks=False``, a task a site invokes need not be declared (a
+        registry of an engine that runs no work).
+        """
         found: list[errors.DefinitionError] = []
         for chart in self._charts.values():
             for site, state in chart.child_charts():
@@ -94,7 +98,7 @@ class Registry:
                                 f"register it (known charts: {sorted(self._charts)})",
                             )
                         )
-                if site.task is not None and site.task not in self._tasks:
+                if tasks and site.task is not None and site.task not in self._tasks:
                     found.append(
                         errors.UnregisteredChart(
                             chart.name,
@@ -122,9 +126,9 @@ class Registry:
                         )
         return found
 
-    def validate(self) -> None:
-        """Raise :class:`~statechart.errors.ChartInvalid` listing every cross-chart problem."""
-        found = self.problems()
+    def validate(self, *, tasks: bool = True) -> None:
+        """Raise :class:`~statechart.errors.ChartInvalid` listing every problem :meth:`problems` finds."""
+        found = self.problems(tasks=tasks)
         if found:
             raise errors.ChartInvalid(f"the registry has {len(found)} problem(s)", found)
 

@@ -43,7 +43,7 @@ from incarnate._command import (
 )
 from incarnate.cli._inspecting import list_, parked, plan, show, timeline, tree
 from incarnate.cli._migrating import check, migrate
-from incarnate.cli._operating import cancel, resolve, send, terminate
+from incarnate.cli._operating import cancel, resolve, send, start, terminate
 from incarnate.cli._recovering import recover
 from incarnate.cli._tools import demo, diagram
 from incarnate.cli._worker import worker
@@ -93,6 +93,7 @@ for _command in (
     tree,
     timeline,
     plan,
+    start,
     send,
     cancel,
     parked,

@@ -1,26 +1,105 @@
-"""The commands that change one instance or call tree: ``send``, ``cancel``, ``resolve``, ``terminate``."""
+"""The commands that start or change one instance or tree: start, send, cancel, resolve, terminate."""
 
 from __future__ import annotations
 
 from uuid import UUID
 
+import attrs
 import click
 
 from aggregates import Instance, InstanceStatus
 from aggregates.errors import CorruptRecord
-from incarnate._command import CommandError, CommandFailed, parse_json_option
-from incarnate.cli._output import out
+from incarnate._command import CommandError, CommandFailed, EventNotTaken, parse_json_option
+from incarnate._engine import Engine
+from incarnate._handles import receipt_for_key
+from incarnate._inspect import check_event
+from incarnate.cli._output import emit_json, note, out
 from incarnate.cli._store import (
     StoreOptions,
     id_argument,
     instance,
     instance_id,
+    json_option,
     opened,
     require_root,
     store_options,
 )
+from incarnate.errors import EngineError, UnknownInstance
 from projections import Checkpoint, CheckpointError
 from statechart import JsonValue
+
+
+@click.command()
+@click.argument("chart", metavar="CHART")
+@click.option("--data", metavar="JSON", help="the root's input, as JSON (default: null)")
+@click.option("--id", "given_id", metavar="UUID", help="the new instance's id (default: a random one)")
+@click.option(
+    "--key",
+    metavar="KEY",
+    help="an idempotency key: a repeated start with the same key and input starts nothing and prints "
+    "the same id",
+)
+@json_option
+@store_options(charts="find the chart to start")
+def start(
+    chart: str,
+    data: str | None,
+    given_id: str | None,
+    key: str | None,
+    as_json: bool,
+    db: str | None,
+    charts: str | None,
+    tasks: str | None,
+) -> int:
+    """Start a root instance of CHART and print its id.
+
+    The root and its first macrostep are committed together; a worker on
+    the same store runs it from there (this command runs no work, so it
+    needs no task code). CHART is a chart name from --charts.
+    """
+    value: JsonValue = None if data is None else parse_json_option("--data", data)
+    if given_id is not None and key is not None:
+        raise CommandError("give --id or --key, not both: the key derives the id")
+    ident: UUID | None = None
+    if given_id is not None:
+        try:
+            ident = UUID(given_id)
+        except ValueError:
+            raise CommandError(f"--id {given_id!r} is not a UUID (e.g. {UUID(int=1)})") from None
+    with opened(StoreOptions(db, charts, tasks), charts_for="find the chart to start") as engine:
+        if chart not in engine.charts:
+            raise CommandError(
+                f"chart {chart!r} is not among the charts of --charts {charts!r} "
+                f"(they are: {', '.join(sorted(engine.charts))})"
+            )
+        expected = ident if key is None else engine.id_for_key(chart, key)
+        before = expected is not None and _stored(engine, expected)
+        handle = engine.start(chart, value, id=ident, key=key)
+        status = engine.instance(handle.id).record.status.value
+    started = not before
+    if as_json:
+        emit_json({"id": str(handle.id), "chart": chart, "started": started, "status": status, "key": key})
+        return 0
+    if not started:
+        note(f"{chart!r} was started under key {key!r} before, as {handle.id}; not started again")
+    out(str(handle.id))
+    return 0
+
+
+def _accepted_under(engine: Engine, target: UUID, key: str) -> bool:
+    try:
+        receipt_for_key(engine, target, key)
+    except EngineError:
+        return False
+    return True
+
+
+def _stored(engine: Engine, ident: UUID) -> bool:
+    try:
+        engine.instance(ident)
+    except UnknownInstance:
+        return False
+    return True
 
 
 @click.command()
@@ -30,12 +109,18 @@ from statechart import JsonValue
 @click.option(
     "--key", metavar="KEY", help="an idempotency key: a repeated send with the same key is accepted once"
 )
+@click.option(
+    "--allow-ignored",
+    is_flag=True,
+    help="accept the event even when no transition of the instance's current states takes it",
+)
 @store_options()
 def send(
     ident: str,
     event: str,
     data: str | None,
     key: str | None,
+    allow_ignored: bool,
     db: str | None,
     charts: str | None,
     tasks: str | None,
@@ -43,12 +128,28 @@ def send(
     """Durably accept an event for an instance.
 
     EVENT is the event's name, e.g. approve. It is processed exactly once, by
-    the engine that runs the instance next.
+    the engine that runs the instance next. An event that no transition of
+    the instance's current states takes (a misspelt name, the wrong state,
+    a finished instance) is not sent: the command says why and exits 3,
+    unless --allow-ignored is given (then the instance consumes it and
+    changes nothing). A guard may still refuse an event that a transition
+    matches: the worker then logs it on incarnate.engine.ignored.
     """
     value: JsonValue = None if data is None else parse_json_option("--data", data)
     with opened(StoreOptions(db, charts, tasks)) as engine:
         target = instance_id(engine, ident)
+        found = engine.instance(target)
+        verdict = check_event(engine, found, event)
+        if found.record.status.finished or (key is not None and _accepted_under(engine, target, key)):
+            verdict = attrs.evolve(verdict, taken=None)  # send says why, or that it was accepted before
+        if verdict.taken is False and not allow_ignored:
+            raise EventNotTaken(
+                f"not sent: {target} would ignore {event!r}: {verdict.describe()}; "
+                "pass --allow-ignored to send it anyway"
+            )
         seq = engine.send(target, event, value, key=key)
+    if verdict.taken is False:
+        out(f"warning: {target} will ignore {event!r}: {verdict.describe()}")
     if seq is None:
         out(f"{event!r} with key {key!r} was accepted for {target} before; not accepted again")
     else:

@@ -24,6 +24,7 @@ from aggregates import InstanceStatus
 from aggregates.errors import CorruptRecord
 from incarnate import Engine, Storage, VirtualClock
 from incarnate._cli import main
+from incarnate._snapshots import TolerantZlib
 from tests.scenarios import charts
 from tests.stores import storage_for
 from tests.unit.incarnate.sample_charts import TASKS
@@ -339,6 +340,38 @@ def test_a_corrupted_snapshot_only_costs_a_replay(storage: Storage, caplog: pyte
         assert engine.parked() == []
         finish_healthy_trees(engine, built, skip=set())
         assert any("skipping a snapshot" in r.getMessage() for r in caplog.records)
+    finally:
+        engine.close()
+
+
+def test_a_snapshot_naming_an_unknown_state_only_costs_a_replay(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A snapshot that decodes but names a state the chart lacks is refused; the events rebuild it."""
+    built = build(storage, snapshot_interval=1)
+    raw = Raw(storage)
+    [(version,)] = raw.query(
+        f"SELECT MAX(originator_version) FROM {raw.snapshots} WHERE originator_id = %s",
+        (raw.key(built.healthy),),
+    )
+    text = TolerantZlib().decompress(raw.state(raw.snapshots, built.healthy, version)).decode()
+    assert '"awaiting_answer"' in text
+    raw.set(
+        raw.snapshots,
+        built.healthy,
+        version,
+        "state",
+        text.replace('"awaiting_answer"', '"nowhere"').encode(),
+    )
+    engine = engine_over(storage, snapshot_interval=1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="incarnate.engine"):
+            engine.resume_all()
+            engine.run_until_idle()
+        assert engine.parked() == []
+        finish_healthy_trees(engine, built, skip=set())
+        assert any("refusing the stored snapshot" in r.getMessage() for r in caplog.records)
+        assert engine.plan(built.healthy).status is InstanceStatus.DONE
     finally:
         engine.close()
 

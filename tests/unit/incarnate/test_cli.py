@@ -166,6 +166,7 @@ def test_every_command_is_registered() -> None:
         "tree": [some_id],
         "timeline": [some_id],
         "plan": [some_id],
+        "start": ["gate"],
         "send": [some_id, "approve"],
         "cancel": [some_id],
         "check": ["tests.unit.incarnate.v2_charts:ALL"],

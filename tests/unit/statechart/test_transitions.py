@@ -10,6 +10,7 @@ from statechart import (
     Chart,
     Event,
     EventKind,
+    Ignored,
     NoContext,
     Snapshot,
     always,
@@ -153,11 +154,11 @@ def test_transition_requires_an_event_descriptor() -> None:
 
 
 def test_unmatched_event_changes_only_the_step_count() -> None:
-    """An event no transition matches leaves configuration and context alone and has no effects."""
+    """An event no transition matches leaves configuration and context alone; its only effect reports it."""
     chart = matcher("go")
     snapshot, _ = start(chart)
     after, effects = step(chart, snapshot, Event("other"))
-    assert effects == ()
+    assert effects == (Ignored("other"),)
     assert after.configuration == snapshot.configuration
     assert after.steps == snapshot.steps + 1
 
