@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Never, TypeAlias, TypeVar, cast, overload
 
 import attrs
 
@@ -27,6 +27,22 @@ from statechart._snapshot import HistoryEntry
 from statechart._validate import Validator, walk
 
 C = TypeVar("C", covariant=True)  # noqa: PLC0105 - one name for the context type throughout
+
+StateArgument: TypeAlias = "StateNode[C] | Callable[[C], Never]"
+"""A state given to ``Chart(..., context=Ctx)``: a ``StateNode[Ctx]``.
+
+The second member matches no state; it is there for mypy's inference. mypy
+infers the type variables of a call from the arguments whose parameter
+types hold no callable of them first, then checks the others against the
+result (the second pass it keeps for lambdas). With a callable in this
+type, ``context=Ctx`` alone binds ``C``, and every state is then checked
+against ``StateNode[Ctx]``: the factories nested in it are inferred in that
+context, so an unannotated ``Chart(...)`` is a ``Chart[Ctx]``, an
+unannotated lambda inside it takes a ``Ctx``, and a callable written for
+another class is reported where it is passed. Otherwise the states take
+part in inferring ``C``, and a state built without any callable
+(``final("done")``, typed ``StateNode[Any]``) makes ``C`` ``Any``.
+"""
 
 ROOT = 0
 """Index of the implicit root (the SCXML ``<scxml>`` element)."""
@@ -111,11 +127,12 @@ class Chart(Generic[C]):
 
     ``Chart(name, *states, context=Ctx)`` checks the whole definition and
     raises :class:`~statechart.errors.ChartInvalid` listing every problem.
-    For a type checker it binds ``C`` to ``Ctx``: every state's guards,
-    actions, done data and child mappers must accept a ``Ctx`` (states are
-    ``StateNode[Ctx]``), and assigners must return a ``Ctx`` or ``None``.
-    Annotating the chart (``chart: Chart[Ctx] = Chart(...)``) also types
-    the context of unannotated lambdas written inside it.
+    For a type checker ``context=Ctx`` alone binds ``C`` to ``Ctx``, with or
+    without an annotation on the chart: every state's guards, actions, done
+    data and child mappers must accept a ``Ctx`` (states are
+    ``StateNode[Ctx]``), assigners must return a ``Ctx`` or ``None``, and
+    unannotated lambdas written inside the call take a ``Ctx``. Without
+    ``context`` the chart is a ``Chart[NoContext]``.
     The compiled tables below are what the interpreter walks; states are
     numbered in document order, the implicit root being 0.
 
@@ -152,7 +169,7 @@ class Chart(Generic[C]):
     def __init__(
         self,
         name: str,
-        *states: StateNode[C],
+        *states: StateArgument[C],
         context: type[C],
         initial: str | Sequence[str] | None = None,
         context_from_input: Callable[[JsonValue], C] | None = None,
@@ -166,7 +183,7 @@ class Chart(Generic[C]):
     def __init__(
         self,
         name: str,
-        *states: StateNode[Any],
+        *states: StateArgument[Any],
         context: type[C] | type[NoContext] = NoContext,
         initial: str | Sequence[str] | None = None,
         context_from_input: Callable[[JsonValue], Any] | None = None,
@@ -180,7 +197,8 @@ class Chart(Generic[C]):
         self.setup: tuple[Action, ...] = _actions(setup)
         self.companions: tuple[Chart[Any], ...] = tuple(companions)
         self.context_type: type[C] = context  # type: ignore[assignment]
-        self.roots = tuple(states)
+        # The other member of ``StateArgument`` only steers inference: states are what is passed.
+        self.roots = cast("tuple[StateNode[Any], ...]", states)
         self.initial_ids = _targets(initial)
         self.context_from_input: Callable[[JsonValue], C] | None = context_from_input
         self.max_microsteps = max_microsteps

@@ -11,11 +11,14 @@ here are generic in that context type ``C`` (``StateNode[C]``,
 ``Chart(name, *states, context=Ctx)`` binds ``C`` to ``Ctx``, so a type
 checker rejects a callable written for another context class, or an
 assigner returning something other than the context (or ``None``). ``C`` is
-contravariant: a guard taking ``object`` fits every chart. A callable whose
-context type cannot be inferred (an unannotated lambda, unless the chart is
-annotated ``Chart[Ctx]``) is typed ``Any`` and accepted. The chart also
-checks the context class at run time (an assigner returning another type
-raises ``error.execution``).
+contravariant: a guard taking ``object`` fits every chart. Values built
+inside the ``Chart(...)`` call are inferred for ``Ctx`` (unannotated
+lambdas too). A value built on its own, outside any context, is typed
+``Any`` as soon as one of its parts says nothing of the context (a
+transition with no callable, an unannotated lambda), and is then accepted
+by every chart; annotate it (``StateNode[Ctx]``) to have it checked. The
+chart also checks the context class at run time (an assigner returning
+another type raises ``error.execution``).
 """
 
 from __future__ import annotations

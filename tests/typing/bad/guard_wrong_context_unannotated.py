@@ -1,4 +1,4 @@
-"""A guard for another context class, in a chart whose type is inferred."""
+"""A guard for another context class, beside a plain transition, in a chart whose type is inferred."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ def is_big(invoice: Invoice, event: Event) -> bool:
     return invoice.total > 100
 
 
-# E: Cannot infer value of type parameter "C" of "Chart"
 APPROVAL = Chart(
     "approval",
-    state("open", on=[transition("go", "done", guard=is_big)]),
+    # E: Argument "guard" to "transition" has incompatible type
+    state("open", on=[transition("go", "done", guard=is_big), transition("stay", "open")]),
     final("done"),
     context=Approval,
 )
