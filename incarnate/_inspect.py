@@ -17,7 +17,7 @@ JSON views are these documents.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -64,15 +64,45 @@ class Page:
         """How many rows that passed the filter are not on this page (after it)."""
         return max(0, self.total - self.offset - len(self.rows))
 
-    def to_json(self) -> dict[str, JsonValue]:
-        """The page as a JSON document: ``total``, ``offset``, ``limit``, ``left_off`` and ``rows``."""
+    def to_json(self, details: Mapping[UUID, Mapping[str, JsonValue]] | None = None) -> dict[str, JsonValue]:
+        """The page as a JSON document: ``total``, ``offset``, ``limit``, ``left_off`` and ``rows``.
+
+        ``details`` (see :func:`row_details`) adds each row's start time and configuration.
+        """
+        rows = [row_json(row) for row in self.rows]
+        if details is not None:
+            for row, out in zip(self.rows, rows, strict=True):
+                out.update(details.get(row.id, {}))
         return {
             "total": self.total,
             "offset": self.offset,
             "limit": self.limit,
             "left_off": self.left_off,
-            "rows": [row_json(row) for row in self.rows],
+            "rows": list[JsonValue](rows),
         }
+
+
+def row_details(engine: Engine, rows: Iterable[ListingRow]) -> dict[UUID, dict[str, JsonValue]]:
+    """What the listing does not hold, read from each row's instance: when it started, its configuration.
+
+    ``started_at`` (ISO) and ``started_at_epoch`` are the time of its first
+    event; ``configuration`` its active states (empty for a task, or an
+    instance not started yet). An instance gone from the store is left out.
+    """
+    out: dict[UUID, dict[str, JsonValue]] = {}
+    for row in rows:
+        try:
+            instance = engine.instance(row.id)
+        except UnknownInstance:
+            continue
+        started = instance.created_on.timestamp()
+        parts = instance.record.snapshot_parts or {}
+        out[row.id] = {
+            "started_at": iso(started),
+            "started_at_epoch": started,
+            "configuration": [str(state) for state in parts.get("configuration", ())],
+        }
+    return out
 
 
 def row_json(row: ListingRow) -> dict[str, JsonValue]:
@@ -395,11 +425,15 @@ def check_event(engine: Engine, instance: Instance, name: str) -> EventCheck:
     chart = engine.charts.get(record.name)
     if chart is not None:
         active = [chart.index[s] for s in configuration if s in chart.index]
+        if any(state in chart.autoforward_states for state in active):
+            # an autoforwarding site passes every external event to its running children
+            return EventCheck(name, record.status, configuration, enabled_events(chart, configuration), None)
         matching = chart.matching(name)
         taken = any(t.delay is None for state in active for t in matching[state])
         return EventCheck(name, record.status, configuration, enabled_events(chart, configuration), taken)
     shape = engine.chart_shape(record.name, record.fingerprint) if record.fingerprint else None
-    if shape is None:
+    if shape is None or any(site.state in configuration for site in shape.sites):
+        # no structure to judge by, or a site whose children an event may be forwarded to
         return EventCheck(name, record.status, configuration, (), None)
     present = set(configuration)
     offered: dict[str, None] = {}
@@ -475,6 +509,7 @@ def tree_json(node: TreeNode) -> dict[str, JsonValue]:
         "generation": None if ref is None else ref.generation,
         "attempt": node.attempt,
         "depth": node.depth,
+        "recursion": node.recursion,
         "configuration": list(node.configuration),
         "missing": [str(m) for m in node.missing],
         "children": [tree_json(child) for child in node.children],

@@ -159,21 +159,41 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
             along = False  # the parent's step is refused or fails on its own, later; the outcome stands
             continue
         if kind == "failed":
-            _log_failure(engine, task, call, raised)
+            _log_failure(engine, task, call, raised, retried=_retried(engine, call))
         return Decision(f"task-{kind}", record.name)
     return None
 
 
-def _log_failure(engine: Engine, task: Instance, call: TaskCall, error: Exception | None) -> None:
-    """The committed failure of a task run, with its traceback (WARNING, ``incarnate.tasks``)."""
+def _retried(engine: Engine, call: TaskCall) -> bool:
+    """Whether the site's retry policy has an attempt left after this one (the failure is then expected)."""
+    try:
+        parent = engine.instance(call.ref.parent, fresh=False)
+    except EngineError:  # gone, or the store failed: log the failure in full
+        return False
+    chart = engine.charts.get(parent.record.name)
+    site = chart.site_by_id.get(call.ref.site) if chart is not None else None
+    return site is not None and call.attempt < site.retry.max_attempts
+
+
+def _log_failure(
+    engine: Engine, task: Instance, call: TaskCall, error: Exception | None, *, retried: bool
+) -> None:
+    """The committed failure of a task run (WARNING, ``incarnate.tasks``).
+
+    A failure its parent retries is expected: one line, and its traceback
+    at DEBUG. A failure that is not retried carries its traceback.
+    """
     if not log.isEnabledFor(logging.WARNING):
         return
+    if retried and log.isEnabledFor(logging.DEBUG):
+        log.debug("traceback of attempt %d of %s", call.attempt, call.idempotency_key, exc_info=error)
     log.warning(
-        "task %s (%s) failed: %s",
+        "task %s (%s) failed%s: %s",
         task.record.name,
         call.idempotency_key,
+        f" on attempt {call.attempt}; it is retried" if retried else "",
         error,
-        exc_info=error,
+        exc_info=None if retried else error,
         extra={
             "instance_id": str(task.id),
             "chart": task.record.name,

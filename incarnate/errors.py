@@ -93,7 +93,8 @@ class TreeHeld(EngineError):
         where = "its root" if instance_id == root else f"instance {instance_id} ({name!r})"
         super().__init__(
             f"cannot take over the call tree of {root}: {where} is held by live engine {holder!r}; "
-            "a call tree is recovered as a unit (SRD-087 FR-3), so nothing of it was claimed. "
+            "a call tree is recovered as a unit, never in part (one live member keeps all of it where it is), "
+            "so nothing of it was claimed. "
             f"Leave it to {holder!r}, or stop that engine (or let its heartbeat expire) and retry"
         )
 
@@ -107,7 +108,8 @@ class NotARoot(EngineError, ValueError):
         self.root = root
         super().__init__(
             f"instance {instance_id} is a child of {parent}, which still awaits it: a child is "
-            f"recovered only through its call tree's root (SRD-087 FR-1); take over {root} instead"
+            f"recovered only through its call tree's root, with the whole tree, never on its own; "
+            f"take over {root} instead"
         )
 
 

@@ -24,9 +24,12 @@ class TreeNode:
     ref: Ref | None
     attempt: int
     depth: int
+    """How far below the tree's root this node is (the root is 0, its children 1)."""
     configuration: tuple[str, ...]
     children: tuple[TreeNode, ...] = ()
     missing: tuple[Ref, ...] = ()
+    recursion: int = 0
+    """The recursion depth the site's ``max_depth`` bounds: the ancestry frames of recursive births."""
 
     def walk(self) -> Iterable[TreeNode]:
         """This node and its descendants, depth first."""
@@ -56,7 +59,7 @@ def call_tree(
     """
     seen: set[UUID] = set()
 
-    def build(instance_id: UUID) -> TreeNode | None:
+    def build(instance_id: UUID, depth: int) -> TreeNode | None:
         if instance_id in seen:
             return None
         seen.add(instance_id)
@@ -67,14 +70,14 @@ def call_tree(
         kids: list[TreeNode] = []
         missing: list[Ref] = []
         for activation in record.activations:
-            node = build(activation.child_id)
+            node = build(activation.child_id, depth + 1)
             if node is None:
                 if activation.child_id not in seen or load(activation.child_id) is None:
                     missing.append(activation.ref)
             else:
                 kids.append(node)
         for child_id in children(instance) if children is not None else ():
-            node = build(child_id)
+            node = build(child_id, depth + 1)
             if node is not None:
                 kids.append(node)
         birth = record.birth
@@ -85,13 +88,14 @@ def call_tree(
             record.status,
             record.parent,
             birth.attempt if birth is not None else 1,
-            len(record.ancestry),
+            depth,
             configuration(instance) if configuration is not None else (),
             tuple(kids),
             tuple(missing),
+            len(record.ancestry),
         )
 
-    node = build(root)
+    node = build(root, 0)
     if node is None:
         raise LookupError(f"no instance {root}")
     return node

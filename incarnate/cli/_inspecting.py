@@ -120,9 +120,10 @@ def list_(
             in_flight=None if all_ or statuses else True,
             limit=limit,
         )
+        details = _inspect.row_details(engine, page.rows) if as_json else None
         where = engine.storage.describe()
     if as_json:
-        emit_json(page.to_json())
+        emit_json(page.to_json(details))
         return 0
     if not page.rows:
         if statuses or chart or owner or since:

@@ -74,7 +74,8 @@ def _positive(option: str, value: float) -> None:
     required=True,
     metavar="MODULE:ATTR",
     help="import path of the charts to run: a list or tuple of Charts, a Registry, one Chart, or a "
-    "function that takes no arguments and returns one of those",
+    "function that takes no arguments and returns one of those; or the path of an SCXML document "
+    "(*.scxml, with the documents it invokes)",
 )
 @click.option(
     "--tasks",

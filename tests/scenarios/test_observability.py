@@ -115,7 +115,7 @@ def attribute(span: ReadableSpan, name: str) -> Any:
 def test_births_retries_and_failures_are_logged_with_their_fields(
     make_engine: EngineFactory, clock: VirtualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Each committed birth and retry (INFO) and task failure (WARNING, traceback) is a record with fields."""
+    """Each committed birth and retry (INFO) and task failure (WARNING; traceback unless retried) is logged."""
     caplog.set_level(logging.DEBUG, logger="incarnate")
     a, parent = run_tree(make_engine, clock)
     kids = children(a, parent)
@@ -152,12 +152,16 @@ def test_births_retries_and_failures_are_logged_with_their_fields(
     )
     assert field(retry, "error") == {"error": "RuntimeError", "message": DECLINED}
 
-    failures = of(caplog.records, "incarnate.tasks")
+    failures = [r for r in of(caplog.records, "incarnate.tasks") if r.levelno == logging.WARNING]
     assert [field(r, "attempt") for r in failures] == [1, 2]
     assert [field(r, "instance_id") for r in failures] == [str(first.id), str(second.id)]
-    for record in failures:
-        assert record.levelno == logging.WARNING and DECLINED in record.getMessage()
-        assert record.exc_info is not None and record.exc_info[0] is RuntimeError
+    assert all(DECLINED in record.getMessage() for record in failures)
+    retried, final = failures
+    # the retried attempt's failure is expected: one line, its traceback at DEBUG
+    assert "it is retried" in retried.getMessage() and retried.exc_info is None
+    [traceback] = [r for r in of(caplog.records, "incarnate.tasks") if r.levelno == logging.DEBUG]
+    assert traceback.exc_info is not None and traceback.exc_info[0] is RuntimeError
+    assert final.exc_info is not None and final.exc_info[0] is RuntimeError
 
 
 def test_steps_and_a_failing_action_are_logged_after_their_commit(

@@ -112,9 +112,12 @@ def test_list_json_is_one_document_with_the_documented_keys(
     assert (page["total"], page["limit"], page["left_off"]) == (len(page["rows"]), 50, 0)
     assert {row["id"] for row in page["rows"]} == {str(store.parent), str(store.kid), str(store.charging)}
     for row in page["rows"]:
-        assert list(row) == ROW_KEYS
+        assert list(row) == [*ROW_KEYS, "started_at", "started_at_epoch", "configuration"]
         assert isinstance(row["id"], str) and isinstance(row["changed_at_epoch"], float)
         assert row["changed_at"].endswith("+00:00") and "." in row["changed_at"]
+        assert row["started_at"].endswith("+00:00") and row["started_at_epoch"] <= row["changed_at_epoch"] + 1
+    by_id = {row["id"]: row for row in page["rows"]}
+    assert by_id[str(store.kid)]["configuration"] != []
 
 
 def test_list_filters_by_status_and_chart(capsys: pytest.CaptureFixture[str], store: Store) -> None:
@@ -222,6 +225,7 @@ def test_tree_timeline_and_plan_json(capsys: pytest.CaptureFixture[str], store: 
     assert node["configuration"] == ["gathering"]
     [child] = node["children"]
     assert (child["id"], child["site"], child["key"], child["generation"]) == (str(store.kid), "team", "a", 1)
+    assert (node["depth"], child["depth"], child["recursion"]) == (0, 1, 0)  # depth is the place in the tree
     events = run_json(capsys, "timeline", str(store.parent), "--tree", "--db", store.db)
     assert (events["id"], events["tree"]) == (str(store.parent), True)
     assert {i["label"] for i in events["instances"]} == {"parent", "team[a]#1"}

@@ -13,6 +13,8 @@ import pytest
 from aggregates import InstanceStatus
 from incarnate import ConfigurationError, Engine, EngineError, InstanceExists, Storage, ThreadedRunner
 from incarnate._cli import main
+from incarnate._inspect import check_event
+from statechart import Chart, final, invoke, state, transition
 from statechart.errors import ChartInvalid
 from tests.scenarios import charts
 
@@ -151,6 +153,16 @@ def test_send_refuses_an_event_no_transition_takes(db: str, capsys: pytest.Captu
     assert status == 0 and "warning" in out and "accepted 'aprove'" in out
     status, _, _ = run(capsys, "send", ident, "answer", "--data", '"yes"', "--db", db)
     assert status == 0
+
+
+def test_an_autoforwarding_site_leaves_the_event_unjudged(tmp_path: Path) -> None:
+    """Where a site forwards every event to its children, a name no transition matches is not refused."""
+    kid = Chart("kid", state("idle", on=[transition("poke", "poked")]), final("poked"))
+    parent = Chart("forwarding", state("running", invoke=[invoke("kid", chart="kid", autoforward=True)]))
+    with Engine([parent, kid], storage=Storage.sqlite(str(tmp_path / "s.db"))) as engine:
+        started = engine.start("forwarding")
+        engine.run_until_idle()
+        assert check_event(engine, engine.instance(started), "poke").taken is None
 
 
 # ------------------------------------------------------------ bad input: one line, exit 2
