@@ -49,7 +49,7 @@ from incarnate._migration import DEFAULT_BATCH_SIZE, InstanceVerdict, MigrationR
 from incarnate._ownership import TakeOver, is_live, take_over, take_over_batch
 from incarnate._process import Decision, decide
 from incarnate._recovery import ParkedRoot, acquire, migrate, park_corrupt, parked, resolve, terminate
-from incarnate._runners import DeterministicRunner, Runner
+from incarnate._runners import DeterministicRunner, Runner, TaskDeferred, on_step_lane
 from incarnate._snapshots import DEFAULT_SNAPSHOT_EVENTS, TolerantZlib, snapshot_due
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction, run_task
@@ -1321,6 +1321,8 @@ class Engine(Application[UUID]):
                 and record.status is InstanceStatus.BORN
                 and record.cancel is None
             ):
+                if on_step_lane():
+                    raise TaskDeferred(instance_id)  # the body runs on a task thread, never here
                 return run_task(self, instance_id)
             decision = decide(self, uow, instance, careful=careful)
             if decision is None:

@@ -14,8 +14,9 @@ import contextlib
 import heapq
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
@@ -135,45 +136,87 @@ class DeterministicRunner:
         self.queued.clear()
 
 
+class TaskDeferred(Exception):
+    """Raised on a macrostep thread that met a task body to run: the runner hands it to a task thread."""
+
+
+_LANE = threading.local()
+"""Which of a threaded runner's lanes the current thread serves (``steps``), if any."""
+
+
+def on_step_lane() -> bool:
+    """Whether the calling thread is one of a threaded runner's macrostep threads (no task bodies there)."""
+    return getattr(_LANE, "steps", False)
+
+
+RETRY_BACKOFF = 0.05
+"""Seconds before the first retry of a unit of work that raised (a store outage, say); doubled per failure."""
+MAX_RETRY_BACKOFF = 5.0
+"""The longest wait between two retries of a failing unit of work, in seconds."""
+
+
 class ThreadedRunner:
-    """A pool of worker threads plus a timer thread.
+    """A pool of macrostep threads, a pool of task threads and a timer thread.
 
     The threads start when the runner is attached to an engine (the engine
     does that when it is built), so the engine processes what it is sent
     without further calls; ``Engine.close()`` stops them. An instance is
     worked on by one thread at a time; a notification that arrives while it
-    is being worked on makes the worker look at it again. A message sent
+    is being worked on makes the runner look at it again. A message sent
     through the engine to an instance it runs is consumed by the sending
-    thread in the commit that accepts it, when no worker is on that
+    thread in the commit that accepts it, when no thread is on that
     instance (see :meth:`inline`).
+
+    Task bodies run on their own ``task_workers`` threads (default: as many
+    as ``workers``), never on a macrostep thread: however long tasks block,
+    timers fire and events are stepped on time. A unit of work that raises
+    (the store is down, a lock is held too long) is tried again after a
+    backoff that doubles from :data:`RETRY_BACKOFF` up to
+    :data:`MAX_RETRY_BACKOFF` seconds, until it commits, parks or is fenced:
+    a store outage strands nothing.
     """
 
-    def __init__(self, workers: int = 4, *, poll_interval: float = 0.05) -> None:
+    def __init__(
+        self, workers: int = 4, *, task_workers: int | None = None, poll_interval: float = 0.05
+    ) -> None:
         if workers < 1:
             raise ConfigurationError(
                 f"a threaded runner needs at least one worker, got workers={workers}; "
                 "pass ThreadedRunner(workers=1) or more"
             )
+        if task_workers is not None and task_workers < 1:
+            raise ConfigurationError(
+                f"a threaded runner needs at least one task thread, got task_workers={task_workers}; "
+                "leave it out (as many as workers) or pass 1 or more"
+            )
         self.workers = workers
+        self.task_workers = workers if task_workers is None else task_workers
         self.poll_interval = poll_interval
         self.engine: Engine | None = None
         self._lock = threading.Lock()
         # Each kind of waiter has its own condition over the one lock, so a send or a finished
-        # unit wakes only who can act on it: a worker for queued work, the timer thread for an
-        # earlier deadline, wait_until_idle() callers once nothing is queued or worked on.
+        # unit wakes only who can act on it: a macrostep or a task thread for queued work, the
+        # timer thread for an earlier deadline, wait_until_idle() callers once nothing is queued.
         self._ready = threading.Condition(self._lock)
+        self._task_ready = threading.Condition(self._lock)
         self._alarm = threading.Condition(self._lock)
         self._quiet = threading.Condition(self._lock)
         self._queue: deque[UUID] = deque()
         self._queued: set[UUID] = set()
+        self._tasks: deque[UUID] = deque()
+        self._tasks_queued: set[UUID] = set()
         self._busy: set[UUID] = set()
         self._again: set[UUID] = set()
         self._timers: list[tuple[float, int, UUID]] = []
+        # Retries of failed units, by the monotonic clock (the engine's may be virtual).
+        self._retries: list[tuple[float, int, UUID]] = []
+        self._failures: dict[UUID, int] = {}
         self._sequence = 0
         self._threads: list[threading.Thread] = []
         self._stopping = False
         self.units = 0
-        self.errors: list[BaseException] = []
+        self.errors: deque[BaseException] = deque(maxlen=100)
+        """The last errors units of work raised (each was retried)."""
 
     def attach(self, engine: Engine) -> None:
         """Bind to ``engine`` and start working for it."""
@@ -181,7 +224,7 @@ class ThreadedRunner:
         self.start()
 
     def start(self) -> None:
-        """Start the worker and timer threads (again after ``stop()``); a no-op while they run.
+        """Start the threads (again after ``stop()``); a no-op while they run.
 
         Attaching to an engine starts them, so calling this is only needed
         to restart a stopped runner. Before the runner is attached there is
@@ -192,28 +235,40 @@ class ThreadedRunner:
                 return
             self._stopping = False
             for n in range(self.workers):
-                thread = threading.Thread(target=self._work, name=f"incarnate-worker-{n}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
-            timer = threading.Thread(target=self._tick, name="incarnate-timers", daemon=True)
-            timer.start()
-            self._threads.append(timer)
+                self._spawn(self._work, f"incarnate-worker-{n}")
+            for n in range(self.task_workers):
+                self._spawn(self._run_tasks, f"incarnate-task-{n}")
+            self._spawn(self._tick, "incarnate-timers")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def notify(self, instance_id: UUID) -> None:
         with self._lock:
             self._enqueue(instance_id)
 
     def _enqueue(self, instance_id: UUID) -> None:
-        """Queue an instance once, waking one worker; one being worked on is looked at again afterwards.
+        """Queue an instance once, waking one thread; one being worked on is looked at again afterwards.
 
         The lock is held.
         """
         if instance_id in self._busy:
             self._again.add(instance_id)
-        elif instance_id not in self._queued:
+        elif instance_id not in self._queued and instance_id not in self._tasks_queued:
             self._queued.add(instance_id)
             self._queue.append(instance_id)
             self._ready.notify()
+
+    def _enqueue_task(self, instance_id: UUID) -> None:
+        """Queue a task whose body is due for a task thread (lock held)."""
+        if instance_id in self._busy:
+            self._again.add(instance_id)
+        elif instance_id not in self._tasks_queued:
+            self._tasks_queued.add(instance_id)
+            self._tasks.append(instance_id)
+            self._task_ready.notify()
 
     def _finished(self, instance_id: UUID) -> None:
         """A thread stopped working on ``instance_id`` (lock held): look again if asked, or report idle."""
@@ -221,7 +276,7 @@ class ThreadedRunner:
         if instance_id in self._again:
             self._again.discard(instance_id)
             self._enqueue(instance_id)
-        elif not self._queue and not self._busy:
+        elif not self._queue and not self._tasks and not self._busy:
             self._quiet.notify_all()
 
     def notify_at(self, deadline: float, instance_id: UUID) -> None:
@@ -255,7 +310,8 @@ class ThreadedRunner:
                     self._finished(instance_id)
 
     def _work(self) -> None:
-        assert self.engine is not None
+        """A macrostep thread: steps instances; a task body it meets goes to the task threads."""
+        _LANE.steps = True
         while True:
             with self._lock:
                 while not self._queue and not self._stopping:
@@ -265,16 +321,66 @@ class ThreadedRunner:
                 instance_id = self._queue.popleft()
                 self._queued.discard(instance_id)
                 self._busy.add(instance_id)
-            decision = None
-            try:
-                decision = self.engine.process(instance_id)
-            except Exception as error:
-                log.exception("work on %s failed", instance_id)
-                self.errors.append(error)
+            self._unit(instance_id)
+
+    def _run_tasks(self) -> None:
+        """A task thread: runs the bodies of tasks (and commits their outcomes)."""
+        _LANE.steps = False
+        while True:
             with self._lock:
-                if decision is not None:
-                    self.units += 1
-                self._finished(instance_id)
+                while not self._tasks and not self._stopping:
+                    self._task_ready.wait(self.poll_interval)
+                if self._stopping:
+                    return
+                instance_id = self._tasks.popleft()
+                self._tasks_queued.discard(instance_id)
+                self._busy.add(instance_id)
+            self._unit(instance_id)
+
+    def _unit(self, instance_id: UUID) -> None:
+        """One unit of work on ``instance_id`` (marked busy by the caller); a failure is retried later."""
+        assert self.engine is not None
+        decision = None
+        deferred = False
+        failed: BaseException | None = None
+        try:
+            decision = self.engine.process(instance_id)
+        except TaskDeferred:
+            deferred = True
+        except Exception as error:  # noqa: BLE001 - retried with backoff; the thread never dies
+            failed = error
+        with self._lock:
+            if decision is not None:
+                self.units += 1
+            if failed is None:
+                self._failures.pop(instance_id, None)
+            else:
+                self._retry_later(instance_id, failed)
+            self._finished(instance_id)
+            if deferred:
+                self._enqueue_task(instance_id)
+
+    def _retry_later(self, instance_id: UUID, error: BaseException) -> None:
+        """Schedule another try of a unit that raised, after a doubling backoff (lock held)."""
+        failures = self._failures.get(instance_id, 0) + 1
+        self._failures[instance_id] = failures
+        delay = min(MAX_RETRY_BACKOFF, RETRY_BACKOFF * 2 ** (failures - 1))
+        self.errors.append(error)
+        # The first failure with its traceback; then one line each (the backoff bounds how often).
+        log.warning(
+            "work on %s failed (%s: %s); trying again in %.2gs (failure %d)",
+            instance_id,
+            type(error).__name__,
+            error,
+            delay,
+            failures,
+            exc_info=error if failures == 1 else None,
+        )
+        self._sequence += 1
+        entry = (time.monotonic() + delay, self._sequence, instance_id)
+        heapq.heappush(self._retries, entry)
+        if self._retries[0] is entry:
+            self._alarm.notify()
 
     def _tick(self) -> None:
         assert self.engine is not None
@@ -286,10 +392,31 @@ class ThreadedRunner:
                 while self._timers and self._timers[0][0] <= now:
                     _, _, instance_id = heapq.heappop(self._timers)
                     self._enqueue(instance_id)
+                moment = time.monotonic()
+                while self._retries and self._retries[0][0] <= moment:
+                    _, _, instance_id = heapq.heappop(self._retries)
+                    self._enqueue(instance_id)
                 wait = self.poll_interval
                 if self._timers:
                     wait = max(0.0, min(wait, self._timers[0][0] - now))
+                if self._retries:
+                    wait = max(0.0, min(wait, self._retries[0][0] - moment))
                 self._alarm.wait(wait)
+
+    def retrying(self) -> frozenset[UUID]:
+        """The instances whose last unit of work raised and that wait for their retry."""
+        with self._lock:
+            return frozenset(self._failures)
+
+    def working_on(self, instance_id: UUID) -> bool:
+        """Whether ``instance_id`` is queued, being worked on, or waiting for a retry."""
+        with self._lock:
+            return (
+                instance_id in self._busy
+                or instance_id in self._queued
+                or instance_id in self._tasks_queued
+                or instance_id in self._failures
+            )
 
     def next_deadline(self) -> float | None:
         """The earliest watched deadline not released yet, if any (also after ``stop()``)."""
@@ -302,17 +429,15 @@ class ThreadedRunner:
             return sorted({(deadline, instance_id) for deadline, _, instance_id in self._timers})
 
     def idle(self) -> bool:
-        """Whether nothing is queued or being worked on (timers may still be pending)."""
+        """Whether nothing is queued or being worked on (timers and retries may still be pending)."""
         with self._lock:
-            return not self._queue and not self._busy
+            return not self._queue and not self._tasks and not self._busy
 
     def wait_until_idle(self, timeout: float = 10.0) -> bool:
         """Block until idle or ``timeout`` seconds passed; returns whether idle."""
-        import time
-
         deadline = time.monotonic() + timeout
         with self._lock:
-            while self._queue or self._busy:
+            while self._queue or self._tasks or self._busy:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -330,7 +455,7 @@ class ThreadedRunner:
         """Let in-flight units finish, then stop every thread."""
         with self._lock:
             self._stopping = True
-            for condition in (self._ready, self._alarm, self._quiet):
+            for condition in (self._ready, self._task_ready, self._alarm, self._quiet):
                 condition.notify_all()
         for thread in self._threads:
             thread.join(timeout)

@@ -93,8 +93,8 @@ class TreeHeld(EngineError):
         where = "its root" if instance_id == root else f"instance {instance_id} ({name!r})"
         super().__init__(
             f"cannot take over the call tree of {root}: {where} is held by live engine {holder!r}; "
-            "a call tree is recovered as a unit, never in part (one live member keeps all of it where it is), "
-            "so nothing of it was claimed. "
+            "a call tree is recovered as a unit, never in part (one live member keeps all of it "
+            "where it is), so nothing of it was claimed. "
             f"Leave it to {holder!r}, or stop that engine (or let its heartbeat expire) and retry"
         )
 

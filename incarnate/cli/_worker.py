@@ -91,7 +91,17 @@ def _positive(option: str, value: float) -> None:
     metavar="G",
     help="the engine group: workers that may recover each other's call trees",
 )
-@click.option("--threads", type=int, default=4, show_default=True, metavar="N", help="worker threads")
+@click.option(
+    "--threads", type=int, default=4, show_default=True, metavar="N", help="threads that take macrosteps"
+)
+@click.option(
+    "--task-threads",
+    type=int,
+    default=None,
+    metavar="N",
+    help="threads that run task bodies, apart from the macrostep threads, so that timers and events "
+    "keep moving while tasks block (default: as many as --threads)",
+)
 @click.option(
     "--poll-interval",
     type=float,
@@ -137,6 +147,7 @@ def worker(
     db: str | None,
     group: str,
     threads: int,
+    task_threads: int | None,
     poll_interval: float,
     lease: float,
     recovery_ttl: float,
@@ -146,6 +157,8 @@ def worker(
     """Serve a store as one worker of an engine group until SIGTERM or SIGINT."""
     if threads < 1:
         raise CommandError(f"--threads must be at least 1, got {threads}")
+    if task_threads is not None and task_threads < 1:
+        raise CommandError(f"--task-threads must be at least 1, got {task_threads}")
     _positive("--poll-interval", poll_interval)
     _positive("--lease", lease)
     if not recovery_ttl >= 0:
@@ -156,7 +169,9 @@ def worker(
     configure_logging(log_level)
     recovery = None if no_recovery else RecoverySettings(group=group, ttl=recovery_ttl)
     try:
-        engine = Engine(chart_list, task_table, storage=storage, runner=ThreadedRunner(threads))
+        engine = Engine(
+            chart_list, task_table, storage=storage, runner=ThreadedRunner(threads, task_workers=task_threads)
+        )
     except ChartInvalid as err:
         problems = "\n".join(f"  - {problem}" for problem in err.exceptions)
         raise CommandError(

@@ -115,7 +115,7 @@ def attribute(span: ReadableSpan, name: str) -> Any:
 def test_births_retries_and_failures_are_logged_with_their_fields(
     make_engine: EngineFactory, clock: VirtualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Each committed birth and retry (INFO) and task failure (WARNING; traceback unless retried) is logged."""
+    """Each committed birth and retry (INFO) and task failure (WARNING, traceback unless retried) logs."""
     caplog.set_level(logging.DEBUG, logger="incarnate")
     a, parent = run_tree(make_engine, clock)
     kids = children(a, parent)

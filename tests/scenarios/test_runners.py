@@ -39,7 +39,7 @@ def test_threaded_runner_runs_a_family_to_completion(make_engine: EngineFactory)
     output = engine.instance(parent).record.output
     assert isinstance(output, dict) and output["results"] is not None
     assert sorted(str(r) for r in output["results"]) == ["done:a", "done:b", "done:c"]  # type: ignore[union-attr]
-    assert runner.errors == []
+    assert list(runner.errors) == []
 
 
 def test_stop_lets_in_flight_work_finish_and_starts_no_more(make_engine: EngineFactory) -> None:

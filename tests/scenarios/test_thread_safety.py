@@ -111,7 +111,7 @@ def stress_round(storage: Storage) -> None:
         errors = run_threads([functools.partial(hammer, engine, ids, n, sent[n]) for n in range(SENDERS)])
         assert errors == []
         assert runner.wait_until_idle(30.0)
-        assert runner.errors == []
+        assert list(runner.errors) == []
         for instance_id in ids:
             ticks = engine.snapshot(instance_id).context.ticks
             assert ticks >= sum(counts[instance_id] for counts in sent), f"{instance_id} lost ticks"
@@ -190,7 +190,7 @@ def test_an_engine_with_a_threaded_runner_works_without_start(make_engine: Engin
     for kid in engine.children(parent):
         engine.send(kid.id, "finish")
     assert wait_for(lambda: engine.snapshot(parent).configuration == ("reviewing",))
-    assert runner.errors == []
+    assert list(runner.errors) == []
 
 
 def test_start_is_idempotent_and_close_stops_the_threads(tmp_path: Path) -> None:

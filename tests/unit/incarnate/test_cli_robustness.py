@@ -207,7 +207,13 @@ def _options(name: str) -> dict[str, click.Option]:
 
 def arguments(name: str, db: str, instance: UUID) -> list[str]:
     """A well-formed command line for ``name``, read from its own parameters (so new commands are covered)."""
-    values = {"ID": str(instance), "[ID]": str(instance), "EVENT": "regroup", "CHART": CHART, "CHARTS": CHARTS}
+    values = {
+        "ID": str(instance),
+        "[ID]": str(instance),
+        "EVENT": "regroup",
+        "CHART": CHART,
+        "CHARTS": CHARTS,
+    }
     argv = [name]
     for param in _command(name).params:
         if isinstance(param, click.Argument):
