@@ -1,7 +1,10 @@
 """The console's web application: :func:`create_app` wires the pages and actions to one engine.
 
 Every response passes the :class:`~incarnate.console._security.Guard`: the
-token, the read-only and same-origin rules, and the security headers.
+token, the read-only and same-origin rules, and the security headers. A
+page whose read failed on the store's connection is read again
+(:meth:`~incarnate.console._console.Console.read`); when the store stays
+unreachable the console answers 503.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from incarnate.console._actions import (
     send_action,
     terminate_action,
 )
-from incarnate.console._console import Console, environment
+from incarnate.console._console import Console, connection_failed, environment
 from incarnate.console._pages import (
     chart_diagram,
     chart_page,
@@ -79,8 +82,14 @@ def create_app(
 
     async def failed(request: Request, exc: Exception) -> Response:
         # The server's log keeps the traceback; the page says what failed, never a password.
-        message = f"the console failed: {type(exc).__name__}: {redact(str(exc))}"
-        return PlainTextResponse(message + "\n", status_code=500)
+        what = f"{type(exc).__name__}: {redact(str(exc))}"
+        if connection_failed(exc):
+            message = (
+                f"the console could not reach its store ({what}); check that the database is up "
+                "and reachable, then reload the page"
+            )
+            return PlainTextResponse(message + "\n", status_code=503, headers={"retry-after": "5"})
+        return PlainTextResponse(f"the console failed: {what}\n", status_code=500)
 
     routes = [
         Route("/", instances_page),

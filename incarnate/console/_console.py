@@ -8,6 +8,12 @@ registered with a function that refuses to run. Every store call runs in
 Starlette's thread pool under one lock, so a slow store never blocks the
 event loop and the engine is used by one thread at a time.
 
+A page's read that fails on the store's connection (PostgreSQL restarted,
+say: the first use of each connection fails) is run again, up to
+:data:`READ_ATTEMPTS` times in all; an action never is, since its write may
+have committed before the connection failed (:meth:`Console.read`,
+:meth:`Console.call`).
+
 Pages are Jinja2 templates with autoescaping on: stored data (contexts,
 inputs, errors) reaches a page only as escaped text.
 """
@@ -15,7 +21,10 @@ inputs, errors) reaches a page only as escaped text.
 from __future__ import annotations
 
 import json
+import logging
 import secrets as random
+import sqlite3
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +33,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import jinja2
+from eventsourcing.persistence import InterfaceError, OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -45,8 +55,46 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 REFRESH_SECONDS = 3
 _FLASHES_KEPT = 200
+READ_ATTEMPTS = 3
+"""How many times a page's read is run when it fails on the store's connection.
+
+A connection the server dropped (PostgreSQL restarted, say) fails its next
+use once and is then opened again. A page reads through two of the engine's
+own connections (the listing's and the coordination's; the library's pool
+retries by itself), so the first page after a restart may meet two dead
+ones. A store that is down fails every run, and the page answers 503.
+"""
 
 _T = TypeVar("_T")
+
+log = logging.getLogger("incarnate.console")
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [OperationalError, InterfaceError, sqlite3.OperationalError]
+    psycopg = sys.modules.get("psycopg")  # not imported: no store of this process raised its errors
+    if psycopg is not None:
+        errors += [psycopg.OperationalError, psycopg.InterfaceError]
+    return tuple(errors)
+
+
+def connection_failed(error: BaseException) -> bool:
+    """Whether ``error`` (or an error its traceback shows it came from) is the store's connection failing.
+
+    ``eventsourcing``'s and psycopg's ``OperationalError`` and ``InterfaceError``,
+    and SQLite's ``OperationalError`` (a locked file), however the engine wrapped them.
+    """
+    errors = _connection_errors()
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, errors):
+            return True
+        seen.add(id(current))
+        # The chain a traceback shows: the cause, else the context unless ``from None`` hid it.
+        suppressed = current.__suppress_context__
+        current = current.__cause__ or (None if suppressed else current.__context__)
+    return False
 
 
 class Idle:
@@ -113,15 +161,29 @@ class Console:
             engine.close()
 
     async def call(self, fn: Callable[[Engine], _T]) -> _T:
-        """``fn(engine)`` in the thread pool, one call at a time."""
+        """``fn(engine)`` in the thread pool, one call at a time: for an action, never run twice."""
+        return await run_in_threadpool(self._locked, fn, 1)
 
-        def locked() -> _T:
-            with self._lock:
-                if self._engine is None:
-                    raise RuntimeError("the console's engine is not open (the application has not started)")
-                return fn(self._engine)
+    async def read(self, fn: Callable[[Engine], _T]) -> _T:
+        """``fn(engine)`` as :meth:`call` does, run again if it failed on the store's connection.
 
-        return await run_in_threadpool(locked)
+        Only for ``fn`` that writes nothing (a page), so running it again is
+        safe: at most :data:`READ_ATTEMPTS` runs in all.
+        """
+        return await run_in_threadpool(self._locked, fn, READ_ATTEMPTS)
+
+    def _locked(self, fn: Callable[[Engine], _T], attempts: int) -> _T:
+        with self._lock:
+            if self._engine is None:
+                raise RuntimeError("the console's engine is not open (the application has not started)")
+            for _ in range(attempts - 1):
+                try:
+                    return fn(self._engine)
+                except Exception as error:
+                    if not connection_failed(error):
+                        raise
+                    log.warning("a read of %s lost its connection (%s); reading again", self.where, error)
+            return fn(self._engine)
 
     def flash(self, kind: str, text: str) -> str:
         """Keep a message for the next page; returns the key the redirect carries."""

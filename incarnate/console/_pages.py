@@ -101,7 +101,7 @@ async def _listing(console: Console, request: Request) -> tuple[Page, list[str],
         owners = sorted({row.owner for row in rows})
         return page, names, owners
 
-    return await console.call(read)
+    return await console.read(read)
 
 
 async def instances_page(request: Request) -> Response:
@@ -222,7 +222,7 @@ async def instance_page(request: Request) -> Response:
     console: Console = request.app.state.console
     instance_id = instance_id_of(request.path_params["id"])
     try:
-        view = await console.call(lambda engine: _instance_view(engine, instance_id))
+        view = await console.read(lambda engine: _instance_view(engine, instance_id))
     except UnknownInstance as err:
         raise Refused(404, redact(str(err))) from err
     if wants_json(request):
@@ -282,7 +282,7 @@ def _charts_view(engine: Engine) -> list[dict[str, Any]]:
 async def charts_page(request: Request) -> Response:
     """``/charts``: every chart registered or stored, with how many of its instances are in flight."""
     console: Console = request.app.state.console
-    charts = await console.call(_charts_view)
+    charts = await console.read(_charts_view)
     if wants_json(request):
         return json_response({"charts": charts})
     return render(console, request, "charts.html", charts=charts)
@@ -292,7 +292,7 @@ async def chart_page(request: Request) -> Response:
     """``/charts/{name}``: the chart's diagram with how many unfinished instances are in each state."""
     console: Console = request.app.state.console
     name = request.path_params["name"]
-    view = await console.call(lambda engine: _chart_view(engine, name))
+    view = await console.read(lambda engine: _chart_view(engine, name))
     if wants_json(request):
         return json_response({"chart": name, "registered": view["registered"], "counts": view["counts"]})
     return render(console, request, "chart.html", refresh=REFRESH_SECONDS, **view)
@@ -302,7 +302,7 @@ async def chart_diagram(request: Request) -> Response:
     """``/charts/{name}/diagram``: the counted diagram alone, for the chart page's live refresh."""
     console: Console = request.app.state.console
     name = request.path_params["name"]
-    view = await console.call(lambda engine: _chart_view(engine, name))
+    view = await console.read(lambda engine: _chart_view(engine, name))
     return HTMLResponse(f'<div id="diagram">{view["diagram"] or ""}</div>')
 
 
@@ -315,7 +315,7 @@ async def migrate_page(request: Request) -> Response:
         mapping = parse_mapping(text)
     except ValueError as err:
         return render(console, request, "migrate.html", 400, name=name, text=text, error=str(err), view=None)
-    view: MigrationView = await console.call(lambda engine: dry_run(engine, name, mapping))
+    view: MigrationView = await console.read(lambda engine: dry_run(engine, name, mapping))
     proof = console.secrets.proof("migrate", name, json.dumps(mapping, sort_keys=True))
     if wants_json(request):
         return json_response(view.to_json())
