@@ -1,8 +1,8 @@
 """The console's web application: :func:`create_app` wires the pages and actions to one engine.
 
 Every response passes the :class:`~incarnate.console._security.Guard`: the
-token, the read-only and same-origin rules, and the security headers. A
-page whose read failed on the store's connection is read again
+Host or the token, the read-only and same-origin rules, and the security
+headers. A page whose read failed on the store's connection is read again
 (:meth:`~incarnate.console._console.Console.read`); when the store stays
 unreachable the console answers 503.
 """
@@ -31,6 +31,7 @@ from incarnate.console._actions import (
     terminate_action,
 )
 from incarnate.console._console import Console, connection_failed, environment
+from incarnate.console._host import HostRule
 from incarnate.console._pages import (
     chart_diagram,
     chart_page,
@@ -40,7 +41,8 @@ from incarnate.console._pages import (
     instances_table,
     migrate_page,
 )
-from incarnate.console._security import Guard, Refused, Secrets
+from incarnate.console._security import Guard, Refused, Secrets, token_problem
+from incarnate.errors import ConfigurationError
 from statechart import Chart
 
 _HERE = Path(__file__).parent
@@ -52,16 +54,25 @@ def create_app(
     charts: Iterable[Chart[Any]] = (),
     read_only: bool = False,
     token: str | None = None,
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
 ) -> Starlette:
     """The console over ``storage`` (a :class:`Storage` or a SQLite path or URL).
 
     ``charts`` are the charts the instances were started with (optional:
     without them the console draws the shapes the store recorded, and shows
     no decoded ResumePlan). With ``read_only`` no action is offered and
-    every POST is refused; with ``token`` every request must carry it. The
-    engine opens when the application starts (its lifespan) and closes when
-    it stops.
+    every POST is refused; with ``token`` (at least 16 characters) every
+    request must carry it. Without a token only requests whose ``Host`` is
+    a loopback name, an IP address, ``host`` (the address the server
+    listens on) or one of ``allowed_hosts`` (``NAME`` or ``NAME:PORT``) are
+    answered. The engine opens when the application starts (its lifespan)
+    and closes when it stops.
     """
+    problem = token_problem(token)
+    if problem is not None:
+        raise ConfigurationError(problem)
+    hosts = HostRule(host, allowed_hosts)
     if isinstance(storage, str):
         storage = Storage.from_url(storage)
     hide(storage.postgres_password)
@@ -78,7 +89,7 @@ def create_app(
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
-        return PlainTextResponse(exc.message + "\n", status_code=exc.status)
+        return PlainTextResponse(exc.message + "\n", status_code=exc.status, headers=exc.headers)
 
     async def failed(request: Request, exc: Exception) -> Response:
         # The server's log keeps the traceback; the page says what failed, never a password.
@@ -112,5 +123,5 @@ def create_app(
     )
     app.state.console = console
     app.state.templates = environment()
-    app.add_middleware(Guard, secrets=secrets, read_only=read_only)
+    app.add_middleware(Guard, secrets=secrets, read_only=read_only, hosts=hosts)
     return app

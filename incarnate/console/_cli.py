@@ -1,8 +1,11 @@
 """``incarnate console``: serve the operator's web console over a store with uvicorn.
 
 The console binds 127.0.0.1 by default. It refuses any other host unless
-every request must carry a token (``--token``, or ``INCARNATE_CONSOLE_TOKEN``)
-or it is read-only (``--read-only``), and says so naming both fixes.
+every request must carry a token (``--token``, or ``INCARNATE_CONSOLE_TOKEN``,
+of at least 16 characters) or it is read-only (``--read-only``), and says so
+naming both fixes. Without a token it answers only to the ``Host`` names
+:class:`~incarnate.console._host.HostRule` accepts, and those given with
+``--allow-host``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import click
 
 from incarnate._command import CommandError, redact
 from incarnate.cli._store import DB_HELP, StoreOptions, opened
-from incarnate.console._security import TOKEN_VARIABLE, binding_problem
+from incarnate.console._host import allowed_host
+from incarnate.console._security import TOKEN_VARIABLE, binding_problem, token_problem
+from incarnate.errors import ConfigurationError
 
 
 @click.command(
@@ -27,15 +32,29 @@ from incarnate.console._security import TOKEN_VARIABLE, binding_problem
     help="the address to listen on; any but the loopback needs --token or --read-only",
 )
 @click.option(
-    "--port", default=8080, show_default=True, metavar="PORT", type=click.IntRange(0, 65535), help="the port"
+    "--port",
+    default=8080,
+    show_default=True,
+    metavar="PORT",
+    type=click.IntRange(0, 65535),
+    help="the port",
 )
 @click.option(
     "--token",
     envvar=TOKEN_VARIABLE,
     metavar="TOKEN",
-    help=f"require this token on every request (default: ${TOKEN_VARIABLE}); open /?token=TOKEN once",
+    help=f"require this token (16 characters or more) on every request (default: ${TOKEN_VARIABLE}); "
+    "open /?token=TOKEN once",
 )
 @click.option("--read-only", is_flag=True, help="offer no actions; refuse every POST")
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME[:PORT]",
+    help="without a token, answer to this Host name too (the console's name behind a reverse proxy); "
+    "localhost, loopback and IP addresses and the --host name are always answered",
+)
 @click.option(
     "--charts",
     metavar="MODULE:ATTR",
@@ -43,12 +62,23 @@ from incarnate.console._security import TOKEN_VARIABLE, binding_problem
     "console draws the shapes the store recorded and shows no decoded ResumePlan)",
 )
 def command(
-    db: str | None, host: str, port: int, token: str | None, read_only: bool, charts: str | None
+    db: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    read_only: bool,
+    allow_hosts: tuple[str, ...],
+    charts: str | None,
 ) -> None:
     """Serve the console until interrupted."""
-    problem = binding_problem(host, token=token, read_only=read_only)
+    problem = token_problem(token) or binding_problem(host, token=token, read_only=read_only)
     if problem is not None:
         raise CommandError(problem)
+    try:
+        for entry in allow_hosts:
+            allowed_host(entry)
+    except ConfigurationError as err:
+        raise CommandError(str(err)) from err
     try:
         import uvicorn
 
@@ -64,7 +94,9 @@ def command(
     # or charts that do not load are reported now, in one line, not by the server's startup.
     with opened(StoreOptions(db, charts), runner=Idle()) as engine:
         storage, loaded = engine.storage, list(engine.charts.values())
-    app = create_app(storage, charts=loaded, read_only=read_only, token=token)
+    app = create_app(
+        storage, charts=loaded, read_only=read_only, token=token, host=host, allowed_hosts=allow_hosts
+    )
     mode = "read-only" if read_only else "actions enabled"
     guard = "token required" if token else "no token"
     click.echo(

@@ -1,13 +1,17 @@
 """What keeps the console safe to open: the binding rule, the token, CSRF and the response headers.
 
 - :func:`binding_problem` refuses a console on a host other than the
-  loopback unless it asks for a token or is read-only.
-- :class:`Guard`, an ASGI middleware, checks the token on every request
-  (``?token=`` once sets an HttpOnly SameSite=Strict cookie; or
-  ``Authorization: Bearer``), refuses every POST in read-only mode and
-  every POST whose Origin (or Referer) is not this console, and sets the
-  security headers, with a fresh nonce per response for the one inline
-  script the pages carry.
+  loopback unless it asks for a token or is read-only; :func:`token_problem`
+  refuses a token shorter than :data:`MIN_TOKEN_LENGTH`.
+- :class:`Guard`, an ASGI middleware, checks on every request the ``Host``
+  of a console without a token (:class:`~incarnate.console._host.HostRule`:
+  DNS rebinding) or the token of one with it (``?token=`` once sets an
+  HttpOnly SameSite=Strict cookie; or ``Authorization: Bearer``), shutting
+  out for a while a client that keeps sending wrong ones
+  (:class:`~incarnate.console._throttle.Throttle`). It refuses every POST in
+  read-only mode and every POST whose Origin (or Referer) is not this
+  console, and sets the security headers, with a fresh nonce per response
+  for the one inline script the pages carry.
 - :class:`Secrets` holds the per-process secret that CSRF form tokens and
   migration dry-run proofs are derived from; :meth:`Secrets.check_form`
   checks a form's token in constant time.
@@ -17,15 +21,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
+import math
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from incarnate.console._host import HostRule, is_loopback
+from incarnate.console._throttle import Throttle, client_key
+
 TOKEN_VARIABLE = "INCARNATE_CONSOLE_TOKEN"
 """The environment variable ``incarnate console`` reads a token from when ``--token`` is not given."""
+
+MIN_TOKEN_LENGTH = 16
+"""The fewest characters a console token may have."""
+
+MAKE_TOKEN = """python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"""
+"""A command that prints a good token (32 characters, 192 random bits)."""
 
 TOKEN_COOKIE = "incarnate_console_token"
 CSRF_FIELD = "csrf_token"
@@ -39,22 +52,23 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Refused(Exception):
-    """A request the console will not serve: the status and the message to answer with."""
+    """A request the console will not serve: the status, the message and any headers to answer with."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = dict(headers or {})
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+def token_problem(token: str | None) -> str | None:
+    """Why ``token`` may not guard a console (too short to resist guessing); None when it may."""
+    if token is None or len(token) >= MIN_TOKEN_LENGTH:
+        return None
+    return (
+        f"the console token is {len(token)} characters long; it must have at least {MIN_TOKEN_LENGTH} "
+        f"(--token or ${TOKEN_VARIABLE}). Make one with: {MAKE_TOKEN}"
+    )
 
 
 def binding_problem(host: str, *, token: str | None, read_only: bool) -> str | None:
@@ -133,12 +147,22 @@ def security_headers(nonce: str) -> list[tuple[bytes, bytes]]:
 
 
 class Guard:
-    """ASGI middleware: the token, read-only and same-origin rules, and the security headers."""
+    """ASGI middleware: the Host or token, read-only and same-origin rules, and the security headers."""
 
-    def __init__(self, app: ASGIApp, *, secrets: Secrets, read_only: bool) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        secrets: Secrets,
+        read_only: bool,
+        hosts: HostRule | None = None,
+        throttle: Throttle | None = None,
+    ) -> None:
         self.app = app
         self.secrets = secrets
         self.read_only = read_only
+        self.hosts = HostRule() if hosts is None else hosts
+        self.throttle = Throttle() if throttle is None else throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -154,16 +178,44 @@ class Guard:
             await send(message)
 
         try:
-            redirect = self._authenticate(scope)
+            redirect = self._admit(scope)
             if scope["method"] not in ("GET", "HEAD"):
                 self._check_post(scope)
         except Refused as refused:
-            await _plain(send_with_headers, refused.status, refused.message)
+            await _plain(send_with_headers, refused.status, refused.message, refused.headers)
             return
         if redirect is not None:
             await _redirect_with_cookie(send_with_headers, redirect, self.secrets.token or "", scope)
             return
         await self.app(scope, receive, send_with_headers)
+
+    def _admit(self, scope: Scope) -> str | None:
+        """Check the Host (no token) or the token; a URL to redirect to when ``?token=`` set the cookie."""
+        if self.secrets.token is None:
+            # Without a token the Host is all that tells the console's own pages from a page
+            # whose name was re-pointed at this machine (DNS rebinding).
+            refusal = self.hosts.refusal(_headers(scope).get("host"))
+            if refusal is not None:
+                raise Refused(*refusal)
+            return None
+        client = client_key((scope.get("client") or ("", 0))[0])
+        wait = self.throttle.wait(client)
+        if wait > 0:
+            seconds = math.ceil(wait)
+            raise Refused(
+                429,
+                f"refused: too many wrong tokens from {client or 'this client'}; try again in {seconds} "
+                "second(s) with the right token (each further wrong one doubles the wait)",
+                {"retry-after": str(seconds)},
+            )
+        try:
+            redirect = self._authenticate(scope)
+        except Refused as refused:
+            if refused.status == 403:  # a token was given, and it was wrong
+                self.throttle.failed(client)
+            raise
+        self.throttle.succeeded(client)
+        return redirect
 
     def _authenticate(self, scope: Scope) -> str | None:
         """Raise :class:`Refused` without the token; a URL to redirect to when ``?token=`` set it."""
@@ -213,9 +265,10 @@ class Guard:
             )
 
 
-async def _plain(send: Send, status: int, text: str) -> None:
+async def _plain(send: Send, status: int, text: str, extra: Mapping[str, str] | None = None) -> None:
     body = (text + "\n").encode()
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    headers += [(key.encode("latin-1"), value.encode("latin-1")) for key, value in (extra or {}).items()]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="incarnate console"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -21,7 +21,8 @@ from statechart import Chart, final, state, transition
 from tests.console.charts import CHARTS, GATE, XSS, Note, Store, make_store
 from tests.stores import storage_for
 
-ORIGIN = "http://testserver"
+ORIGIN = "http://127.0.0.1:8080"
+"""Where the tests open the console (its Host is the loopback, as a console without a token requires)."""
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def store(tmp_path: Path) -> Store:
 @pytest.fixture
 def client(store: Store) -> Iterator[TestClient]:
     """A client of a console with actions, over ``store``, with the charts registered."""
-    with TestClient(create_app(str(store.path), charts=CHARTS)) as client:
+    with TestClient(base_url=ORIGIN, app=create_app(str(store.path), charts=CHARTS)) as client:
         yield client
 
 
@@ -144,7 +145,7 @@ def test_unknown_instance_is_404(client: TestClient) -> None:
 
 def test_pages_without_charts_draw_the_recorded_shapes(store: Store) -> None:
     """Without ``charts`` the console still draws a chart from the shape the store recorded."""
-    with TestClient(create_app(str(store.path))) as client:
+    with TestClient(base_url=ORIGIN, app=create_app(str(store.path))) as client:
         page = client.get(f"/instances/{store.gate}").text
         assert 'class="state atomic active" data-state="waiting"' in page
         assert '<option value="approve">approve</option>' in page
@@ -231,29 +232,31 @@ def test_the_command_refuses_to_start_unsafely_or_without_a_store(
 
 def test_with_a_token_every_request_needs_it(store: Store) -> None:
     """With a token, a request without it is refused; the header, or ``?token=`` once (a cookie), opens it."""
-    app = create_app(str(store.path), charts=CHARTS, token="open-sesame")
-    with TestClient(app) as client:
+    app = create_app(str(store.path), charts=CHARTS, token="open-sesame-0123456789")
+    with TestClient(app, base_url=ORIGIN) as client:
         refused = client.get("/")
         assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
         assert client.get(f"/instances/{store.gate}?format=json").status_code == 401
         assert client.get("/static/console.css").status_code == 401
         assert client.get("/", headers={"authorization": "Bearer wrong"}).status_code == 403
         assert client.get("/?token=wrong").status_code == 403
-        assert client.get("/", headers={"authorization": "Bearer open-sesame"}).status_code == 200
-        opened = client.get("/?token=open-sesame&chart=gate", follow_redirects=False)
+        assert client.get("/", headers={"authorization": "Bearer open-sesame-0123456789"}).status_code == 200
+        opened = client.get("/?token=open-sesame-0123456789&chart=gate", follow_redirects=False)
         assert opened.status_code == 303
         assert opened.headers["location"] == "/?chart=gate"
         cookie = opened.headers["set-cookie"]
-        assert f"{TOKEN_COOKIE}=open-sesame" in cookie
+        assert f"{TOKEN_COOKIE}=open-sesame-0123456789" in cookie
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
         assert client.get("/").status_code == 200  # the cookie now carries it
 
 
 def test_read_only_refuses_every_post(store: Store) -> None:
     """A read-only console offers no forms and refuses every POST, even one with a valid CSRF token."""
-    with TestClient(create_app(str(store.path), charts=CHARTS)) as writable:
+    with TestClient(base_url=ORIGIN, app=create_app(str(store.path), charts=CHARTS)) as writable:
         token = csrf(writable.get(f"/instances/{store.gate}").text)
-    with TestClient(create_app(str(store.path), charts=CHARTS, read_only=True)) as client:
+    with TestClient(
+        base_url=ORIGIN, app=create_app(str(store.path), charts=CHARTS, read_only=True)
+    ) as client:
         page = client.get(f"/instances/{store.gate}").text
         assert '<form method="post"' not in page and "read-only" in page
         for action in ("send", "cancel", "terminate", "resolve"):
@@ -336,7 +339,7 @@ def test_database_credentials_never_appear(tmp_path: Path) -> None:
             engine.run_until_idle()
         finally:
             engine.close()
-        with TestClient(create_app(url, charts=[GATE])) as client:
+        with TestClient(base_url=ORIGIN, app=create_app(url, charts=[GATE])) as client:
             token = csrf(client.get(f"/instances/{gate}").text)
             answers = [
                 client.get("/"),
@@ -417,7 +420,7 @@ RENAMED_GATE = Chart(
 def test_migration_applies_only_after_its_dry_run(store: Store) -> None:
     """A migration shows its dry run first; applying needs that dry run's proof, and then migrates."""
     charts = [chart for chart in CHARTS if chart.name != "gate"] + [RENAMED_GATE]
-    with TestClient(create_app(str(store.path), charts=charts)) as client:
+    with TestClient(base_url=ORIGIN, app=create_app(str(store.path), charts=charts)) as client:
         unmapped = client.get("/charts/gate/migrate?format=json").json()
         assert [v["verdict"] for v in unmapped["verdicts"]] == ["needs-mapping"]
         dry = client.get("/charts/gate/migrate?mapping=waiting%3Dpending")
@@ -450,7 +453,7 @@ def test_a_parked_root_is_listed_resolvable_and_migrated(store: Store) -> None:
         engine.resume_all()  # meets the stored gate, whose state 'waiting' is gone: parks it
     finally:
         engine.close()
-    with TestClient(create_app(str(store.path), charts=charts)) as client:
+    with TestClient(base_url=ORIGIN, app=create_app(str(store.path), charts=charts)) as client:
         assert ids(client, "status=parked") == {str(store.gate)}
         page = client.get(f"/instances/{store.gate}").text
         assert "revalidation" in page and "state &#39;waiting&#39; was removed" in page
@@ -482,7 +485,7 @@ def test_the_console_and_the_cli_give_the_same_verdicts(
     import json
 
     new = "tests.console.test_console_app:NEW_CHARTS"
-    with TestClient(create_app(str(store.path), charts=NEW_CHARTS)) as client:
+    with TestClient(base_url=ORIGIN, app=create_app(str(store.path), charts=NEW_CHARTS)) as client:
         console = client.get("/charts/gate/migrate?mapping=waiting%3Dpending&format=json").json()
     capsys.readouterr()
     assert (
