@@ -5,18 +5,56 @@ every request must carry a token (``--token``, or ``INCARNATE_CONSOLE_TOKEN``,
 of at least 16 characters) or it is read-only (``--read-only``), and says so
 naming both fixes. Without a token it answers only to the ``Host`` names
 :class:`~incarnate.console._host.HostRule` accepts, and those given with
-``--allow-host``.
+``--allow-host``. It binds its port before it says it serves, so a port
+in use is one error line (exit status 2), not a server that fails to start.
 """
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import click
 
-from incarnate._command import CommandError, redact
+from incarnate._command import CommandError, CommandFailed, redact
 from incarnate.cli._store import DB_HELP, StoreOptions, opened
 from incarnate.console._host import allowed_host
 from incarnate.console._security import TOKEN_VARIABLE, binding_problem, token_problem
 from incarnate.errors import ConfigurationError
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host`` and ``port`` for the server; :class:`CommandError` when it cannot be."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as err:
+        raise CommandError(
+            f"cannot serve the console on {host!r}: it is not an address or a name of this machine "
+            f"({err.strerror}); pass --host 127.0.0.1, or an address of this machine"
+        ) from err
+    sock = socket.socket(family, kind, proto)
+    try:
+        # As uvicorn does: a port whose last connections are closing may be reused; one in use may not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise CommandError(
+                f"cannot serve the console on {_address(host, port)}: port {port} is in use (another "
+                "console or server holds it); choose another with --port PORT, or stop what holds it"
+            ) from err
+        raise CommandError(
+            f"cannot serve the console on {_address(host, port)}: {err.strerror or err}; check --host "
+            "(an address of this machine) and --port (1024 or more unless run as root)"
+        ) from err
+    return sock
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @click.command(
@@ -37,7 +75,7 @@ from incarnate.errors import ConfigurationError
     show_default=True,
     metavar="PORT",
     type=click.IntRange(0, 65535),
-    help="the port",
+    help="the port; 0 for any free one (the first line printed names it)",
 )
 @click.option(
     "--token",
@@ -97,10 +135,16 @@ def command(
     app = create_app(
         storage, charts=loaded, read_only=read_only, token=token, host=host, allowed_hosts=allow_hosts
     )
-    mode = "read-only" if read_only else "actions enabled"
-    guard = "token required" if token else "no token"
-    click.echo(
-        f"incarnate console on http://{host}:{port}/ over {redact(storage.describe())} ({mode}, {guard})",
-        err=True,
-    )
-    uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+    sock = listen(host, port)
+    with sock:
+        mode = "read-only" if read_only else "actions enabled"
+        guard = "token required" if token else "no token"
+        where = _address(host, sock.getsockname()[1])  # the port the system chose for --port 0
+        click.echo(
+            f"incarnate console on http://{where}/ over {redact(storage.describe())} ({mode}, {guard})",
+            err=True,
+        )
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
+        server.run(sockets=[sock])
+    if not server.started:
+        raise CommandFailed("the console's server did not start; its log above says why")
