@@ -8,8 +8,19 @@ POPO, two tables for SQLite and PostgreSQL (``incarnate_listing`` and
 ``incarnate_listing_tracking``, created idempotently) — and every batch
 writes its changed rows and its new position in one transaction, so a
 crash between batches neither skips nor repeats a notification. Each row
-carries the store time of its last change (``changed_at``, from
-``engine.coordination.now()``).
+carries the time of its instance's last event (``changed_at``: the event's
+own timestamp, never later than the store's clock when it was folded), so
+when a listing catches up does not change what it says.
+
+That timestamp comes from the clock of the host that wrote the event, while
+recovery measures ``ttl`` against the store's clock
+(``engine.coordination.now()``): the hosts' clocks are assumed to agree with
+the store's to well within ``ttl`` (NTP). A writer whose clock runs behind
+makes its instances look older by the difference, which may start recovery
+that much early; recovery still needs the owner's heartbeat to have expired
+on the store's clock, and fencing holds whatever the times. A writer whose
+clock runs ahead is capped at the fold's store time, so it cannot postpone
+recovery beyond a ``ttl`` after the fold.
 
 The listing is a view that may lag the log: it shows what had been folded
 at its last :meth:`Listing.catch_up`. It decides nothing. Whoever resumes,
@@ -44,6 +55,7 @@ from projections._listing import (
     ListingRow,
     apply_notification,
     apply_undecodable,
+    event_time,
     needs_state,
 )
 
@@ -90,6 +102,9 @@ class Listing:
         self._lock = threading.Lock()
         self._closed = False
         self.tables: ListingTables = engine.store.listing_tables()
+        mapper = engine.mapper
+        self._stored_plain = not (mapper.cipher or mapper.compressor)
+        """Whether stored states are plain JSON (read as they are, without the mapper)."""
         """Where the rows and the position are stored: the store's listing tables."""
 
     # ---------------------------------------------------------- catching up
@@ -173,9 +188,16 @@ class Listing:
         version = notification.originator_version
         try:
             if not topic.startswith(INSTANCE_TOPIC_PREFIX):
-                resolve_topic(topic)  # another aggregate's event (ignored), or an unreadable topic
-            state = self._decode(notification, originator) if needs_state(topic) else {}
-            apply_notification(rows, topic, originator, version, state, at=now)
+                resolve_topic(topic)  # another aggregate's event (not listed), or an unreadable topic
+                return
+            if needs_state(topic):
+                plain = self._plain(notification, originator)
+                state = self._decode(plain, notification, originator)
+                at = self._changed_at(notification, originator, now, plain)
+            else:
+                state = {}
+                at = self._changed_at(notification, originator, now)
+            apply_notification(rows, topic, originator, version, state, at=at)
         except (DecodeError, TopicError) as error:
             log.warning(
                 "listing: stored event %s of %s at version %s does not decode (%s: %s); "
@@ -186,7 +208,7 @@ class Listing:
                 type(error).__name__,
                 error,
             )
-            apply_undecodable(rows, originator, version, at=now)
+            apply_undecodable(rows, originator, version, at=self._changed_at(notification, originator, now))
 
     def _notifications(self, start: int, limit: int) -> Sequence[Notification]:
         try:
@@ -194,7 +216,12 @@ class Listing:
         except PersistenceError as error:
             raise StorageError(f"could not read notifications from {start}: {error}") from error
 
-    def _decode(self, notification: Notification, originator: UUID) -> dict[str, Any]:
+    def _plain(self, notification: Notification, originator: UUID) -> bytes:
+        """The notification's state, decrypted and decompressed as the engine's mapper does.
+
+        Any failure there (a wrong key, a truncated record) is a :class:`DecodeError`:
+        the cipher and the compressor are configurable, and so are their exceptions.
+        """
         mapper = self.engine.mapper
         state = notification.state
         try:
@@ -202,7 +229,15 @@ class Listing:
                 state = mapper.cipher.decrypt(state)
             if mapper.compressor:
                 state = mapper.compressor.decompress(state)
-            data = read_stored_json(state)
+        except Exception as error:
+            raise DecodeError(
+                notification.topic, originator, notification.originator_version, str(error)
+            ) from error
+        return state
+
+    def _decode(self, plain: bytes, notification: Notification, originator: UUID) -> dict[str, Any]:
+        try:
+            data = read_stored_json(plain)
         except ValueError as error:
             raise DecodeError(
                 notification.topic, originator, notification.originator_version, str(error)
@@ -215,6 +250,26 @@ class Listing:
                 f"expected a JSON object, got {type(data).__name__}",
             )
         return data
+
+    def _changed_at(
+        self, notification: Notification, originator: UUID, now: float, plain: bytes | None = None
+    ) -> float:
+        """When the notification's event happened, capped at ``now``; ``now`` when its time does not read.
+
+        ``plain`` is the state already decrypted and decompressed, when the
+        caller has it. The cap keeps a writer whose clock runs ahead from
+        dating a change after the fold that saw it.
+        """
+        if plain is None:
+            if self._stored_plain:
+                plain = notification.state
+            else:
+                try:
+                    plain = self._plain(notification, originator)
+                except DecodeError:  # the row does not need this state: the fold's time stands in
+                    return now
+        when = event_time(plain)
+        return now if when is None or when > now else when
 
     # ------------------------------------------------------------- queries
 

@@ -6,7 +6,9 @@ one stored event into a table of :class:`ListingRow` values. It reads the
 event's JSON state directly (no cattrs structuring) and only for the
 event types that carry what a row needs (``Started``, ``IncidentRecorded``
 and ``Claimed``; see :func:`needs_state`), so catching up over a long log
-stays cheap.
+stays cheap. A row's change time is its last event's own ``timestamp``,
+which :func:`event_time` reads from the start of the stored state without
+decoding the rest.
 
 The status a row carries mirrors the ``apply`` methods of
 :class:`~aggregates.Instance` event by event. It is a view, not the truth:
@@ -16,10 +18,12 @@ whoever acts on an instance reloads the aggregate first.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import attrs
+import msgspec
 
 from aggregates import Instance, InstanceKind, InstanceStatus
 from aggregates.errors import DecodeError
@@ -75,9 +79,9 @@ class ListingRow:
     """Whether a statechart snapshot was recorded (a macrostep or a migration): a resolved
     instance goes back to running when it has one, to born when it never stepped."""
     changed_at: float = 0.0
-    """When the row last changed (store time, seconds since the epoch, as the listing passed
-    it to :func:`apply_notification`): recovery leaves an instance alone until it has been
-    quiet for a while."""
+    """When the instance last changed: the time of its last event folded into this row, in
+    seconds since the epoch (as the listing passed it to :func:`apply_notification`; see
+    :func:`event_time`). Recovery leaves an instance alone until it has been quiet for a while."""
 
     @property
     def instance_status(self) -> InstanceStatus:
@@ -128,10 +132,13 @@ def apply_notification(
 ) -> None:
     """Fold one stored event into ``rows``, in place; a row it changes gets ``changed_at=at``.
 
-    ``state`` is the stored event's JSON state, decoded with plain ``json``
-    (it may be empty when :func:`needs_state` is False). Events of other
-    aggregates are ignored, and so is an event at or below a row's version:
-    it was folded already, so re-delivering one changes nothing.
+    ``at`` is when the event happened (its :func:`event_time`), not when it
+    is folded: a listing that catches up late still dates each row by its
+    instance's last event. ``state`` is the stored event's JSON state,
+    decoded with plain ``json`` (it may be empty when :func:`needs_state` is
+    False). Events of other aggregates are ignored, and so is an event at or
+    below a row's version: it was folded already, so re-delivering one
+    changes nothing.
     """
     if not topic.startswith(INSTANCE_TOPIC_PREFIX):
         return
@@ -145,6 +152,51 @@ def apply_notification(
     change = _CHANGES.get(topic)
     changed = attrs.evolve(row, version=version) if change is None else change(row, version, state, topic)
     rows[originator_id] = attrs.evolve(changed, changed_at=at)
+
+
+_TIMESTAMP_PREFIX = b'{"timestamp":"'
+"""How every stored event's state begins: the codec writes compact JSON, the event's
+``timestamp`` (an ISO-8601 string) first (see ``aggregates._codec``)."""
+_DATETIME = msgspec.json.Decoder(datetime)
+
+
+class _Stamped(msgspec.Struct):
+    timestamp: datetime | None = None
+
+
+_STAMPED = msgspec.json.Decoder(_Stamped)
+
+
+def event_time(state: bytes) -> float | None:
+    """When a stored event happened: its state's ``timestamp``, in seconds since the epoch.
+
+    ``state`` is the stored JSON (decrypted and decompressed). Only the
+    leading ``"timestamp"`` string is read, so a large ``Stepped`` event
+    costs what a small one does; a state laid out otherwise is parsed whole
+    for that one field. None when there is no timestamp that reads as a
+    time. A time without a zone is taken as UTC (the library stamps events
+    in UTC).
+
+    The timestamp is the writing process's clock when it made the event:
+    hosts whose clocks agree (NTP) agree on it, whoever folds the log and
+    whenever.
+    """
+    prefix = _TIMESTAMP_PREFIX
+    try:
+        if state.startswith(prefix):
+            start = len(prefix)
+            # The JSON string with its quotes; an ISO-8601 time holds no quote to escape.
+            when = _DATETIME.decode(state[start - 1 : state.find(b'"', start) + 1])
+        else:
+            stamped = _STAMPED.decode(state).timestamp
+            if stamped is None:
+                return None
+            when = stamped
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp()
+    except (msgspec.DecodeError, ValueError, OverflowError):
+        return None
 
 
 UNDECODABLE_NAME = "<undecodable>"
