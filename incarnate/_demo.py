@@ -162,9 +162,17 @@ def build_engine(db: str, *, workers: int = 2) -> Engine:
 # ------------------------------------------------------------------ worker
 
 
+WORKER_LEASE = 2.0
+"""Seconds the demo's worker stays live after its last heartbeat (30 s for real engines)."""
+
+
 def worker(db: str) -> int:
     """Run the order until a retry is scheduled, announce the kill point, and keep working."""
     engine = build_engine(db)
+    # An engine that runs work is live while its heartbeat lasts, and nobody takes its trees
+    # meanwhile; a short lease keeps the wait after the kill short.
+    engine.heartbeat.configure(group="default", lease=WORKER_LEASE)
+    engine.heartbeat.beat()
     pending: dict[int, list[str]] = {}
 
     def hook(point: str, uow: UnitOfWork) -> None:
@@ -326,6 +334,14 @@ def _incarnations(node: TreeNode) -> dict[UUID, tuple[Ref | None, int]]:
     return {n.id: n.incarnation for n in node.walk()}
 
 
+def _others_live(engine: Engine) -> bool:
+    """Whether another engine's heartbeat still holds (the killed worker's, until its lease runs out)."""
+    coordination = engine.coordination
+    now = coordination.now()
+    beats = coordination.heartbeats().values()
+    return any(beat.expires_at > now for beat in beats if beat.engine_id != engine.engine_id)
+
+
 def _wait(engine: Engine, done: Callable[[], bool], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -389,6 +405,12 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
         out("3. What the store holds (read by a fresh engine, nothing run yet):")
         out(render_tree(before, indent="   "))
         out("")
+        began = time.monotonic()
+        _wait(engine, lambda: not _others_live(engine), WORKER_LEASE + timeout)
+        out(
+            f"   (the killed worker held its call tree for {time.monotonic() - began:.1f}s more, "
+            f"until its {WORKER_LEASE:g}s heartbeat lease ran out: a live owner's trees are never taken)"
+        )
         recovered = engine.resume_all()
         assert isinstance(engine.runner, ThreadedRunner)
         engine.runner.start()

@@ -45,6 +45,7 @@ from incarnate._commits import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT, GroupCommit
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
+from incarnate._liveness import Heartbeat
 from incarnate._migration import DEFAULT_BATCH_SIZE, InstanceVerdict, MigrationReport, apply, check
 from incarnate._ownership import TakeOver, is_live, take_over, take_over_batch
 from incarnate._process import Decision, decide
@@ -325,8 +326,11 @@ class Engine(Application[UUID]):
         self.registry.validate(tasks=False)
         self._record_chart_versions()
         self.runner: Runner = runner or DeterministicRunner()
+        self.heartbeat = Heartbeat(lambda: self.coordination, self.engine_id)
+        """This engine's heartbeat: it beats while a runner that works on its own runs (see _liveness)."""
         if not isinstance(self.runner, DeterministicRunner):
             self.require_tasks()  # any other runner works as soon as it is attached
+            self.heartbeat.start()  # live while it runs work: no other engine takes its trees
         self.runner.attach(self)
 
     # ----------------------------------------------------------- setup
@@ -1612,6 +1616,9 @@ class Engine(Application[UUID]):
         runner = getattr(self, "runner", None)
         if runner is not None:
             runner.stop()
+        heartbeat = getattr(self, "heartbeat", None)
+        if heartbeat is not None:
+            heartbeat.stop(retire=True)  # what it owned is claimable at once
         listing = getattr(self, "_listing", None)
         if listing is not None:
             listing.close()

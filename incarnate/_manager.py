@@ -8,7 +8,8 @@ leader sweeps once:
 1. catch the listing up, and read the engines' heartbeats once;
 2. pick the candidates: in-flight ROOTS (a child is never recovered on its
    own: it moves with its root's tree) whose owner is neither live nor this
-   engine, unchanged for at least ``ttl`` seconds; and orphans, in-flight
+   engine, unchanged for at least ``ttl`` seconds — or at once when the
+   owner retired (stopped gracefully); and orphans, in-flight
    children whose parent has vanished (no listing row, no stored event) for
    at least ``orphan_grace_period`` seconds;
 3. lease a batch of them atomically (``coordination.claim``: a root another
@@ -418,7 +419,7 @@ class RecoveryManager:
             if row.parent is None
             and row.id not in running
             and self._claimable(row.owner, beats, now)
-            and now - row.changed_at >= self.settings.ttl
+            and (now - row.changed_at >= self.settings.ttl or _retired(beats.get(row.owner)))
         ]
         return roots, self._orphans(rows, now, running)
 
@@ -587,6 +588,11 @@ class RecoveryManager:
 
     def _take_over(self, root: UUID) -> object:
         return self.engine.take_over(root, reason="recovery manager")
+
+
+def _retired(beat: Heartbeat | None) -> bool:
+    """Whether the owner stopped gracefully: its trees move at once, without waiting for the ttl."""
+    return beat is not None and beat.retired
 
 
 def _describe(error: BaseException) -> str:

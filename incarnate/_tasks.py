@@ -185,8 +185,21 @@ def _log_failure(
     """
     if not log.isEnabledFor(logging.WARNING):
         return
+    fields = {
+        "instance_id": str(task.id),
+        "chart": task.record.name,
+        "ref": str(call.ref),
+        "parent_id": str(call.ref.parent),
+        "generation": call.ref.generation,
+        "attempt": call.attempt,
+        "owner": task.record.owner,
+        "engine_id": engine.engine_id,
+        "fact": "Failed",
+    }
     if retried and log.isEnabledFor(logging.DEBUG):
-        log.debug("traceback of attempt %d of %s", call.attempt, call.idempotency_key, exc_info=error)
+        log.debug(
+            "traceback of attempt %d of %s", call.attempt, call.idempotency_key, exc_info=error, extra=fields
+        )
     log.warning(
         "task %s (%s) failed%s: %s",
         task.record.name,
@@ -194,15 +207,5 @@ def _log_failure(
         f" on attempt {call.attempt}; it is retried" if retried else "",
         error,
         exc_info=None if retried else error,
-        extra={
-            "instance_id": str(task.id),
-            "chart": task.record.name,
-            "ref": str(call.ref),
-            "parent_id": str(call.ref.parent),
-            "generation": call.ref.generation,
-            "attempt": call.attempt,
-            "owner": task.record.owner,
-            "engine_id": engine.engine_id,
-            "fact": "Failed",
-        },
+        extra=fields,
     )

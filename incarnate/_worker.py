@@ -106,7 +106,6 @@ class Worker:
         self.manager: RecoveryManager | None = None
         self._stopping = threading.Event()
         self._stopped = threading.Event()
-        self._stop_beating = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._state = "new"
@@ -133,7 +132,6 @@ class Worker:
             self._state = "running"
             self._stopping.clear()
             self._stopped.clear()
-            self._stop_beating.clear()
         engine = self.engine
         try:
             self.manager = self._manager()
@@ -143,8 +141,9 @@ class Worker:
             with self._lock:
                 self._state = "stopped"
             raise
+        engine.heartbeat.configure(group=self.group, lease=self.lease)
+        engine.heartbeat.start()
         self.runner.start()
-        self._spawn(self._beat, "incarnate-heartbeat")
         self._spawn(self._follow, "incarnate-follower")
         if self.manager is not None:
             self.manager.start()
@@ -193,21 +192,12 @@ class Worker:
         if self.manager is not None:
             self.manager.stop()
         self.runner.stop(timeout)
-        self._stop_beating.set()
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
-        try:
-            self.coordination.retire(engine.engine_id)
-        except EngineError as error:
-            log.warning(
-                "worker %s could not retire its heartbeat (%s); what it owned is claimable once its "
-                "lease of %gs runs out",
-                engine.engine_id,
-                error,
-                self.lease,
-                extra=self._fields(),
-            )
+        # Beats continued while the last units of work committed; now whatever the engine owned
+        # is claimable at once (the recovery managers take a retired owner's trees without a ttl).
+        engine.heartbeat.stop(retire=True, timeout=timeout)
         with self._lock:
             self._state = "stopped"
         self._stopped.set()
@@ -251,21 +241,6 @@ class Worker:
     ) -> None:
         """Stop gracefully (see :meth:`stop`)."""
         self.stop()
-
-    # ------------------------------------------------------------ heartbeat
-
-    def _beat(self) -> None:
-        # Beats continue while a stopping worker's last units of work commit.
-        while not self._stop_beating.wait(self.lease / 3):
-            try:
-                self.coordination.beat(self.engine.engine_id, self.group, self.lease)
-            except Exception as error:  # noqa: BLE001 - a lost beat is retried; the thread never dies
-                log.warning(
-                    "worker %s could not renew its heartbeat: %s",
-                    self.engine.engine_id,
-                    error,
-                    extra=self._fields(),
-                )
 
     # ------------------------------------------------------------- follower
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import attrs
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
 from incarnate.errors import ConfigurationError
@@ -209,9 +210,12 @@ class MemoryCoordination:
         return beat
 
     def retire(self, engine_id: str) -> None:
-        """Delete ``engine_id``'s heartbeat."""
+        """Mark ``engine_id``'s heartbeat retired: no lease left from now."""
+        now = self.now()
         with self._shared.lock:
-            self._shared.heartbeats.pop(engine_id, None)
+            beat = self._shared.heartbeats.get(engine_id)
+            if beat is not None:
+                self._shared.heartbeats[engine_id] = attrs.evolve(beat, beat_at=now, expires_at=now)
 
     def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
         """Every heartbeat (of ``group``)."""

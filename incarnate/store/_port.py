@@ -38,12 +38,21 @@ class UnreadableRow(StorageError):
 
 @attrs.frozen
 class Heartbeat:
-    """One engine's latest heartbeat: it is live until ``expires_at`` (store time, seconds)."""
+    """One engine's latest heartbeat: it is live until ``expires_at`` (store time, seconds).
+
+    A retired heartbeat (a graceful stop) has no lease left: ``expires_at``
+    is its ``beat_at``, the moment it retired.
+    """
 
     engine_id: str
     group: str
     beat_at: float
     expires_at: float
+
+    @property
+    def retired(self) -> bool:
+        """Whether the engine stopped gracefully: it holds nothing, and its trees may move at once."""
+        return self.expires_at <= self.beat_at
 
 
 @attrs.frozen
@@ -115,7 +124,11 @@ class Coordination(Protocol):
         ...
 
     def retire(self, engine_id: str) -> None:
-        """Delete ``engine_id``'s heartbeat: whatever it owned is claimable at once (a graceful stop)."""
+        """End ``engine_id``'s liveness now (a graceful stop): whatever it owned is claimable at once.
+
+        The row stays, :attr:`Heartbeat.retired`, so that a recovery manager
+        knows the owner left on purpose; an engine that never beat gets none.
+        """
         ...
 
     def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:

@@ -843,11 +843,13 @@ class PostgresCoordination:
         )
 
     def retire(self, engine_id: str) -> None:
-        """Delete ``engine_id``'s heartbeat."""
+        """Mark ``engine_id``'s heartbeat retired: no lease left from now (the server's clock)."""
+        statement = sql.SQL(
+            "UPDATE {} SET beat_at = t.now, expires_at = t.now FROM (SELECT " + _NOW + " AS now) AS t "
+            "WHERE engine_id = %s"
+        ).format(self._heartbeats)
         with self._beats.lock, self._errors("retire a heartbeat"):
-            self._beats.get().execute(
-                sql.SQL("DELETE FROM {} WHERE engine_id = %s").format(self._heartbeats), (engine_id,)
-            )
+            self._beats.get().execute(statement, (engine_id,))
 
     def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
         """Every heartbeat row (of ``group``)."""

@@ -341,9 +341,13 @@ class SQLiteCoordination:
         return beat
 
     def retire(self, engine_id: str) -> None:
-        """Delete ``engine_id``'s heartbeat."""
+        """Mark ``engine_id``'s heartbeat retired: no lease left from now."""
+        now = self.now()
         with self._locked("retire a heartbeat") as connection:
-            connection.execute(f"DELETE FROM {HEARTBEATS_TABLE} WHERE engine_id = ?", (engine_id,))
+            connection.execute(
+                f"UPDATE {HEARTBEATS_TABLE} SET beat_at = ?, expires_at = ? WHERE engine_id = ?",
+                (now, now, engine_id),
+            )
 
     def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
         """Every heartbeat row (of ``group``)."""

@@ -39,15 +39,20 @@ def test_a_heartbeat_is_live_until_it_expires(open_coordination: OpenCoordinatio
 
 
 def test_a_beat_renews_and_a_retire_ends_at_once(open_coordination: OpenCoordination) -> None:
-    """Beating again extends the lease (and may move the group); retiring ends liveness at once."""
+    """Beating again extends the lease (and may move the group); retiring ends liveness at once, marked."""
     coordination = open_coordination()
     first = coordination.beat("engine-a", "default", 30.0)
     second = coordination.beat("engine-a", "batch", 60.0)
     assert second.expires_at > first.expires_at
     assert coordination.heartbeats() == {"engine-a": second}
+    assert not second.retired
     coordination.retire("engine-a")
     coordination.retire("engine-a")  # retiring twice is harmless
-    assert (coordination.is_live("engine-a"), coordination.heartbeats()) == (False, {})
+    assert not coordination.is_live("engine-a")
+    retired = coordination.heartbeats()["engine-a"]
+    assert retired.retired and retired.group == "batch" and retired.expires_at < second.expires_at
+    coordination.retire("engine-b")  # an engine that never beat gets no row
+    assert set(coordination.heartbeats()) == {"engine-a"}
 
 
 def test_heartbeats_filter_by_group(open_coordination: OpenCoordination) -> None:

@@ -208,7 +208,7 @@ def test_a_signal_stops_gracefully_and_frees_what_the_worker_held(
             took = running.terminate(signal_number=signal_number)
             assert running.process.returncode == 0, running.output()
             assert took < 5.0
-        assert running.engine_id not in engine.coordination.heartbeats()
+        assert engine.coordination.heartbeats()[running.engine_id].retired
         taken = engine.take_over(gate, reason="the worker stopped")
         assert gate in taken.claimed
         assert owner(engine, gate) == engine.engine_id

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aggregates import InstanceStatus
-from incarnate import Engine, Storage, TaskCall, ThreadedRunner
+from incarnate import Engine, RecoverySettings, Storage, TaskCall, ThreadedRunner, Worker
 from statechart import Chart, JsonValue, after, final, invoke, state, transition
 
 TIMED = Chart("timed", state("waiting", on=[after(1.0, "late")]), final("late"))
@@ -95,3 +95,61 @@ def test_a_timer_fires_on_time_while_every_task_thread_is_blocked(tmp_path: Path
             lambda: all(engine.instance(b).record.status is InstanceStatus.DONE for b in blocked), 15.0
         )
         assert done is not None
+
+
+def test_two_threaded_engines_never_take_each_others_live_trees(tmp_path: Path) -> None:
+    """An engine that runs work beats a heartbeat: another engine's resume_all leaves its trees alone,
+    and takes them at once after it closes (a retired heartbeat)."""
+    path = str(tmp_path / "two.db")
+    first = Engine([GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1), engine_id="first")
+    second = Engine(
+        [GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1), engine_id="second"
+    )
+    try:
+        gate = first.start("gate")
+        assert second.resume_all() == 0
+        assert [held.holder for held in second.left_alone] == ["first"]
+        assert second.instance(gate).record.owner == "first"
+        first.close()
+        assert second.coordination.heartbeats()["first"].retired
+        assert second.resume_all() == 1
+        second.send(gate, "approve")
+        done = wait_for(lambda: second.instance(gate).record.status is InstanceStatus.DONE, 10.0)
+        assert done is not None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_gracefully_stopped_workers_trees_move_at_once(tmp_path: Path) -> None:
+    """After a graceful stop the other worker's recovery manager takes the trees within seconds,
+    although its ttl (60 s) has not passed since they last changed."""
+    path = str(tmp_path / "handover.db")
+    settings = RecoverySettings(ttl=60.0, scan_interval=0.2, item_timeout=5.0)
+    leaving = Engine(
+        [GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1), engine_id="leaving"
+    )
+    staying = Engine(
+        [GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1), engine_id="staying"
+    )
+    try:
+        with Worker(staying, lease=5.0, poll_interval=0.1, recovery=settings):
+            worker = Worker(leaving, lease=5.0, poll_interval=0.1, recovery=None)
+            worker.start()
+            gates = [leaving.start("gate") for _ in range(3)]
+            time.sleep(0.5)
+            assert {staying.instance(g).record.owner for g in gates} == {"leaving"}
+            stopped = time.monotonic()
+            worker.stop()
+            moved = wait_for(lambda: {staying.instance(g).record.owner for g in gates} == {"staying"}, 10.0)
+            assert moved is not None, "the trees did not move"
+            assert time.monotonic() - stopped < 5.0
+            for gate in gates:
+                staying.send(gate, "approve")
+            done = wait_for(
+                lambda: all(staying.instance(g).record.status is InstanceStatus.DONE for g in gates), 10.0
+            )
+            assert done is not None
+    finally:
+        leaving.close()
+        staying.close()
