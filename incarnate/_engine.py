@@ -43,6 +43,7 @@ from incarnate import _logs, _tracing
 from incarnate._clock import Clock, SystemClock
 from incarnate._commits import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT, GroupCommit
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
+from incarnate._holdings import Holdings
 from incarnate._limits import LimitedEventStore, positive_int
 from incarnate._listing import Listing
 from incarnate._liveness import Heartbeat
@@ -296,13 +297,10 @@ class Engine(Application[UUID]):
                     factory.close()  # stop the pool's connection attempts
             self.store.check()
             raise StorageError(f"cannot open {self.storage.describe()}: {error}") from error
-        self.acquired: set[UUID] = set()
         self.left_alone: tuple[TreeHeld, ...] = ()
         """The call trees the last :meth:`resume_all` left to their live owners."""
-        # The ownership incarnation this engine holds per instance (see incarnate._ownership);
-        # instances dropped after a fenced write are not taken back by queued work.
-        self.held: dict[UUID, int] = {}
-        self._fenced: set[UUID] = set()
+        # What this engine holds, has acquired and was fenced from, in one object with one lock.
+        self.holdings = Holdings(fenced_limit=self.cache_size)
         # Runner threads share the caches below: ``_cache_lock`` serialises their
         # writers, and eviction pops atomically, so a full cache never raises.
         self._cache_lock = threading.Lock()
@@ -719,7 +717,7 @@ class Engine(Application[UUID]):
             )
         # Only the holder's last copy is likely current: another engine (a web handler's, a CLI
         # client's) reads fresh, or its save would fail the version check once per send.
-        fresh = instance_id not in self.held
+        fresh = not self.holdings.holds(instance_id)
         along = True  # consume it in the same commit when this engine runs the instance
         for _ in range(MAX_CONFLICT_RETRIES):
             instance = self.instance(instance_id, fresh=fresh)
@@ -762,7 +760,7 @@ class Engine(Application[UUID]):
         task's outcome use it to commit the macrostep their message causes
         with the message.
         """
-        acquired = instance_id is not None and instance_id in self.acquired
+        acquired = instance_id is not None and self.holdings.is_acquired(instance_id)
         inline = getattr(self.runner, "inline", None) if wanted and acquired else None
         if inline is None:
             return contextlib.nullcontext(False)
@@ -1011,7 +1009,7 @@ class Engine(Application[UUID]):
         the instance may not run here: it, or its root, is parked, or another
         live engine holds its tree.
         """
-        if instance_id in self.held:
+        if self.holdings.holds(instance_id):
             return acquire(self, instance_id)
         return self._adopt(instance_id, "acquired")
 
@@ -1027,9 +1025,19 @@ class Engine(Application[UUID]):
         """
         return take_over(self, root_id, reason=reason)
 
+    @property
+    def held(self) -> dict[UUID, int]:
+        """A copy of the incarnations this engine holds, by instance (see :attr:`holdings`)."""
+        return self.holdings.held()
+
+    @property
+    def acquired(self) -> frozenset[UUID]:
+        """A copy of the instances acquired here, which may run (see :attr:`holdings`)."""
+        return self.holdings.acquired()
+
     def owns(self, instance_id: UUID) -> bool:
         """Whether this engine holds the instance's current incarnation (read from the store)."""
-        held = self.held.get(instance_id)
+        held = self.holdings.incarnation(instance_id)
         if held is None:
             return False
         try:
@@ -1039,15 +1047,16 @@ class Engine(Application[UUID]):
         return record.owner == self.engine_id and record.incarnation == held
 
     def hold(self, instance_id: UUID, incarnation: int) -> None:
-        """Record that this engine now holds ``incarnation`` of the instance (it claimed it)."""
-        self.held[instance_id] = incarnation
-        self._fenced.discard(instance_id)
-        self.acquired.discard(instance_id)  # acquire it again under the new incarnation
+        """Record that this engine now holds ``incarnation`` of the instance (it claimed it).
+
+        It must be acquired again, under the new incarnation, before it runs.
+        """
+        self.holdings.hold(instance_id, incarnation)
 
     def check_holds(self, instance: Instance) -> None:
         """Raise :class:`~incarnate.errors.Fenced` unless this engine holds the instance's incarnation."""
         record = instance.record
-        held = self.held.get(instance.id)
+        held = self.holdings.incarnation(instance.id)
         if record.owner != self.engine_id or record.incarnation != held:
             raise Fenced(instance.id, self.engine_id, held, record.owner, record.incarnation)
 
@@ -1062,9 +1071,7 @@ class Engine(Application[UUID]):
 
     def _forget(self, instance_id: UUID) -> None:
         """Stop holding an instance: its incarnation, its acquisition and its cached copies."""
-        self._fenced.add(instance_id)
-        self.held.pop(instance_id, None)
-        self.acquired.discard(instance_id)
+        self.holdings.fence(instance_id)
         with self._cache_lock:
             self._latest.pop(instance_id, None)
             self._decoded.pop(instance_id, None)
@@ -1076,7 +1083,7 @@ class Engine(Application[UUID]):
         learns here that a worker took it over; unlike :meth:`drop`, this is
         the normal course of things, not a fenced write.
         """
-        held = self.held.get(instance.id)
+        held = self.holdings.incarnation(instance.id)
         record = instance.record
         if held is None or (record.owner == self.engine_id and record.incarnation == held):
             return
@@ -1094,8 +1101,7 @@ class Engine(Application[UUID]):
                 self.save_instances(instance)
             except IntegrityError:
                 continue
-            self.held.pop(instance_id, None)
-            self.acquired.discard(instance_id)
+            self.holdings.finish(instance_id)
             return True
         raise StorageError(f"could not mark {instance_id} as an orphan: too many concurrent writers")
 
@@ -1117,12 +1123,12 @@ class Engine(Application[UUID]):
             return False
         try:
             result = take_over(self, record.root, reason=reason)
-            if instance_id not in self.held and record.parent is not None:
+            if not self.holdings.holds(instance_id) and record.parent is not None:
                 result = take_over(self, instance_id, reason=reason)
         except (TreeHeld, NotARoot) as error:
             log.info("not taking over %s: %s", instance_id, error)
             return False
-        return instance_id in self.held and not result.parked
+        return self.holdings.holds(instance_id) and not result.parked
 
     def parked(self) -> list[ParkedRoot]:
         """Roots held for an operator, with their incidents."""
@@ -1253,11 +1259,12 @@ class Engine(Application[UUID]):
         by another live engine, or dropped after a fenced write, is left alone
         (None).
         """
-        if instance_id in self._fenced:
+        holdings = self.holdings
+        if holdings.is_fenced(instance_id):
             return None
-        if instance_id not in self.held and not self._adopt(instance_id, "processed by a new owner"):
+        if not holdings.holds(instance_id) and not self._adopt(instance_id, "processed by a new owner"):
             return None
-        if instance_id not in self.acquired:
+        if not holdings.is_acquired(instance_id):
             try:
                 if not acquire(self, instance_id):
                     return None
@@ -1356,7 +1363,7 @@ class Engine(Application[UUID]):
         fenced, parked or in a parked tree, finished, or a task; the runner
         then steps it as before.
         """
-        if instance_id is None or instance_id in self._fenced or instance_id not in self.acquired:
+        if instance_id is None or not self.holdings.runnable(instance_id):
             return None
         instance = uow.loaded.get(instance_id)
         if instance is None:
@@ -1367,7 +1374,7 @@ class Engine(Application[UUID]):
             or record.status.finished
             or record.status is InstanceStatus.PARKED
             or record.owner != self.engine_id
-            or self.held.get(instance_id) != record.incarnation
+            or not self.holdings.holds_at(instance_id, record.incarnation)
         ):
             return None
         if record.root != instance_id:
@@ -1513,9 +1520,14 @@ class Engine(Application[UUID]):
         _tracing.committed()  # the step's span ends with its commit
         for instance in pending:
             self._remember(instance, uow.decoded.get(instance.id), unchanged.get(instance.id))
-        for instance_id, created in uow.created.items():
-            self.held[instance_id] = created.record.incarnation
-        self.acquired.update(uow.created)
+        holdings = self.holdings
+        holdings.created(
+            (instance_id, created.record.incarnation) for instance_id, created in uow.created.items()
+        )
+        for instance in pending:
+            if instance.record.status.finished:  # it runs nowhere again: memory stays flat
+                holdings.finish(instance.id)
+                self._snapshotted.pop(instance.id, None)
         self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:
@@ -1555,10 +1567,10 @@ class Engine(Application[UUID]):
         roots: list[UUID] = []
         children: list[UUID] = []
         for row in self.listing.rows(in_flight=True):
-            if row.id in self.acquired and row.id in self.held:
+            if self.holdings.is_acquired(row.id) and self.holdings.holds(row.id):
                 continue
             (roots if row.parent is None else children).append(row.id)
-        before = len(self.acquired)
+        before = self.holdings.acquisitions()
         held_elsewhere: list[TreeHeld] = []
         begin, size = 0, RESUME_FIRST_BATCH
         while begin < len(roots):
@@ -1566,7 +1578,7 @@ class Engine(Application[UUID]):
             held_elsewhere.extend(refused)
             begin, size = begin + size, RESUME_BATCH
         for child_id in children:
-            if child_id in self.held:
+            if self.holdings.holds(child_id):
                 continue
             try:
                 self.take_over(child_id, reason="finishing the cancel cascade of an ended caller")
@@ -1581,7 +1593,7 @@ class Engine(Application[UUID]):
         if held_elsewhere:
             log.info("%d call trees are held by live engines and were left alone", len(held_elsewhere))
         self.left_alone = tuple(held_elsewhere)
-        return len(self.acquired) - before
+        return self.holdings.acquisitions() - before
 
     @property
     def listing(self) -> Listing:

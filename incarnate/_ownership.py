@@ -232,7 +232,7 @@ def _acquire_tree(engine: Engine, survey: _Survey, claims: list[Instance], reaso
     parked = not acquire(engine, root_id, known=survey.loaded)
     if not parked:
         for child_id in survey.cascade:
-            if child_id in engine.held and child_id not in engine.acquired:
+            if engine.holdings.holds(child_id) and not engine.holdings.is_acquired(child_id):
                 acquire(engine, child_id, known=survey.loaded)  # its caller ended: finish it (FR-6)
     return TakeOver(root_id, claimed, parked)
 
@@ -288,7 +288,7 @@ def _claims(
         record = member.record
         if record.status.finished:
             continue
-        if record.owner == engine.engine_id and engine.held.get(member.id) == record.incarnation:
+        if record.owner == engine.engine_id and engine.holdings.holds_at(member.id, record.incarnation):
             continue  # held already
         if record.owner not in live:
             live[record.owner] = is_live(engine, record.owner)

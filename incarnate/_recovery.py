@@ -114,19 +114,19 @@ def acquire(
     (and claimed) of the whole tree. A record of the tree that does not
     decode parks the tree (:func:`park_corrupt`) and returns False.
     """
-    if instance_id in engine.acquired:
+    if engine.holdings.is_acquired(instance_id):
         return True
     if loaded is None and known is not None:
         loaded = known.get(instance_id)
     if seen is None:
-        before = len(engine.acquired)
+        before = engine.holdings.acquisitions()
         try:
             acquired = _acquire(engine, instance_id, set(), loaded=loaded, caller=caller, known=known)
         except CorruptRecord as error:
             park_corrupt(engine, error, instance_id)
             return False
         if acquired and log.isEnabledFor(logging.INFO):
-            _log_acquired(engine, instance_id, len(engine.acquired) - before)
+            _log_acquired(engine, instance_id, engine.holdings.acquisitions() - before)
         return acquired
     return _acquire(engine, instance_id, seen, loaded=loaded, caller=caller, known=known)
 
@@ -162,7 +162,7 @@ def _acquire(
     caller: Instance | None,
     known: Mapping[UUID, Stored] | None,
 ) -> bool:
-    if instance_id in engine.acquired:
+    if engine.holdings.is_acquired(instance_id):
         return True
     if instance_id in seen:
         return True
@@ -170,7 +170,7 @@ def _acquire(
     instance, start, events = loaded if loaded is not None else engine.read(instance_id)
     record = instance.record
     if record.status.finished:
-        engine.acquired.add(instance_id)
+        engine.holdings.finish(instance_id)  # nothing of it runs again: nothing to remember
         return True
     if record.status is InstanceStatus.PARKED or _root_parked(engine, instance, caller):
         return False
@@ -205,7 +205,7 @@ def _acquire(
     if plan.snapshot is not None:
         engine.remember_snapshot(instance_id, instance.version, plan.snapshot)
     if record.parent is not None and _caller_gone(engine, instance, caller):
-        engine.acquired.add(instance_id)
+        engine.holdings.acquire(instance_id)
         return True
     runnable = True
     for activation in plan.activations:
@@ -215,7 +215,7 @@ def _acquire(
             runnable = False  # the tree was parked while re-attaching: nothing of it may run
     if not runnable:
         return False
-    engine.acquired.add(instance_id)
+    engine.holdings.acquire(instance_id)
     _arm(engine, instance, plan)
     return True
 
@@ -310,7 +310,7 @@ def reattach(
     below). ``known`` holds children a take-over has read already.
     """
     ref = activation.ref
-    if activation.child_id in engine.acquired:
+    if engine.holdings.is_acquired(activation.child_id):
         return True
     loaded: Stored | None = known.get(activation.child_id) if known is not None else None
     if loaded is None:
@@ -391,8 +391,7 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
             engine.commit(uow)
         except IntegrityError:
             continue
-        engine.acquired.discard(instance_id)
-        engine.acquired.discard(instance.record.root)
+        engine.holdings.unacquire(instance_id, instance.record.root)
         log.warning(
             "recovery parked the call tree of %s: %s in %s (%r): %s",
             instance.record.root,
@@ -515,9 +514,7 @@ def park_corrupt(engine: Engine, error: CorruptRecord, near: UUID) -> None:
     if root != broken:
         _record_incident(engine, root, f"in {broken}: {error.fact}")
     _record_incident(engine, broken, error.fact)
-    engine.acquired.discard(root)
-    engine.acquired.discard(broken)
-    engine.acquired.discard(near)
+    engine.holdings.unacquire(root, broken, near)
 
 
 def _root_of(engine: Engine, instance_id: UUID) -> UUID:
@@ -701,7 +698,7 @@ def resolve(engine: Engine, root_id: UUID, resolution: str) -> Checkpoint | None
         except IntegrityError:
             continue
         break
-    engine.acquired.discard(root_id)
+    engine.holdings.unacquire(root_id)
     try:
         engine.take_over(root_id, reason=f"resolved: {resolution}")
     except TreeHeld as error:

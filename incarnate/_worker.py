@@ -291,9 +291,9 @@ class Worker:
         for notification in batch:
             instance_id = _uuid(notification.originator_id)
             if notification.topic == _STARTED:
-                if instance_id not in engine.held and self._is_foreign_root(notification):
+                if not engine.holdings.holds(instance_id) and self._is_foreign_root(notification):
                     roots.append(instance_id)
-            elif instance_id not in woken and instance_id in engine.held:
+            elif instance_id not in woken and engine.holdings.holds(instance_id):
                 # No store read here: processing checks the incarnation before it writes anything.
                 woken.append(instance_id)
         for instance_id in woken:

@@ -153,3 +153,20 @@ def test_a_gracefully_stopped_workers_trees_move_at_once(tmp_path: Path) -> None
     finally:
         leaving.close()
         staying.close()
+
+
+def test_finished_instances_are_forgotten(tmp_path: Path) -> None:
+    """Nothing of a finished instance stays in the engine's ownership memory: it grows with the
+    instances in flight, not with those handled."""
+    storage = Storage.sqlite(str(tmp_path / "memory.db"))
+    with Engine([GATE, BLOCKING], {"block": lambda call: "ok"}, storage=storage) as engine:
+        gates = [engine.start("gate") for _ in range(20)]
+        tasks = [engine.start("blocking") for _ in range(5)]
+        engine.run_until_idle()
+        assert engine.holdings.sizes()[0] == 20  # the gates wait; the blocking roots and tasks are done
+        for gate in gates:
+            engine.send(gate, "approve")
+        engine.run_until_idle()
+        assert all(engine.instance(i).record.status is InstanceStatus.DONE for i in [*gates, *tasks])
+        assert engine.holdings.sizes() == (0, 0, 0)
+        assert engine.held == {} and engine.acquired == frozenset()
