@@ -24,6 +24,7 @@ import hashlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Self
@@ -34,6 +35,7 @@ from eventsourcing.persistence import IntegrityError, Notification
 from eventsourcing.utils import get_topic
 
 from aggregates import Instance
+from incarnate import _placement as placement
 from incarnate._manager import DEFAULT_LOCK_ID, RecoveryManager, RecoverySettings
 from incarnate._runners import ThreadedRunner
 from incarnate.errors import ConfigurationError, EngineError
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("incarnate.worker")
 
 _SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+PLACEMENT_GRACE = 2.0
+"""Seconds a new root placed on another worker may stay unowned before any worker takes it."""
 
 BATCH = 500
 """Notifications the follower reads per query."""
@@ -104,6 +109,8 @@ class Worker:
         self.position = 0
         """The last notification id the follower has read."""
         self.manager: RecoveryManager | None = None
+        self._elsewhere: dict[UUID, float] = {}
+        """New roots placed on another worker, with when they were seen (the follower's thread only)."""
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -252,6 +259,7 @@ class Worker:
                 if self._stopping.is_set():
                     return
                 self.catch_up()
+                self._take_unclaimed()
             except Exception as error:  # the follower outlives a store outage
                 failures += 1
                 # The first failure with its traceback; then one line each, ever less often.
@@ -305,11 +313,54 @@ class Worker:
                 len(woken),
                 extra={**self._fields(), "instances": ",".join(str(i) for i in woken)},
             )
-        for root in roots:
+        for root in self._mine(roots):
             if self._stopping.is_set():
                 break
             self._take_over(root)
         return len(woken) + len(roots)
+
+    def _mine(self, roots: list[UUID]) -> list[UUID]:
+        """The new roots placed on this worker (see ``incarnate._placement``); the others wait a while."""
+        if not roots:
+            return roots
+        engine = self.engine
+        coordination = self.coordination
+        group = engine.heartbeat.group
+        among = placement.members(coordination.heartbeats(group), group, coordination.now(), engine.engine_id)
+        if len(among) == 1:
+            return roots
+        listing = engine.listing
+        listing.catch_up()
+        counts = placement.load(listing.rows(in_flight=True), among)
+        placed = placement.place(roots, among, counts)
+        now = time.monotonic()
+        mine = []
+        for root in roots:
+            if placed[root] == engine.engine_id:
+                mine.append(root)
+            else:
+                self._elsewhere[root] = now
+        return mine
+
+    def _take_unclaimed(self) -> None:
+        """Take the new roots placed on other workers that none of them took within the grace period."""
+        if not self._elsewhere:
+            return
+        now = time.monotonic()
+        grace = max(PLACEMENT_GRACE, 4 * self.poll_interval)
+        due = [root for root, since in self._elsewhere.items() if now - since >= grace]
+        for root in due:
+            del self._elsewhere[root]
+            if self._stopping.is_set():
+                return
+            try:
+                record = self.engine.instance(root).record
+            except EngineError:
+                continue
+            if record.status.finished or self.coordination.is_live(record.owner):
+                continue
+            if record.owner != self.engine.engine_id:
+                self._take_over(root)
 
     def _is_foreign_root(self, notification: Notification) -> bool:
         """A new root whose creator is another engine that is not live (it holds nothing)."""

@@ -170,3 +170,31 @@ def test_finished_instances_are_forgotten(tmp_path: Path) -> None:
         assert all(engine.instance(i).record.status is InstanceStatus.DONE for i in [*gates, *tasks])
         assert engine.holdings.sizes() == (0, 0, 0)
         assert engine.held == {} and engine.acquired == frozenset()
+
+
+def test_new_roots_spread_over_the_live_workers(tmp_path: Path) -> None:
+    """Thirty roots a client starts go to three workers about evenly (10 ± 4 each), not to the fastest."""
+    path = str(tmp_path / "spread.db")
+    engines = [
+        Engine([GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1), engine_id=f"w{n}")
+        for n in range(3)
+    ]
+    # A long poll makes every follower see the thirty roots in one batch, as after a burst.
+    workers = [Worker(engine, lease=10.0, poll_interval=1.0, recovery=None) for engine in engines]
+    try:
+        for worker in workers:
+            worker.start()
+        with Engine([GATE], storage=Storage.sqlite(path), engine_id="client") as client:
+            roots = [client.start("gate") for _ in range(30)]
+
+            def owners() -> list[str]:
+                return [client.instance(root).record.owner for root in roots]
+
+            assert wait_for(lambda: "client" not in owners(), 20.0) is not None, owners()
+            spread = {engine.engine_id: owners().count(engine.engine_id) for engine in engines}
+            assert all(6 <= count <= 14 for count in spread.values()), spread
+    finally:
+        for worker in workers:
+            worker.stop()
+        for engine in engines:
+            engine.close()
