@@ -18,6 +18,7 @@ from typing import Any, Literal, Self, TypeVar, overload
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import DomainEventProtocol, MutableOrImmutableAggregate
 from eventsourcing.persistence import (
     ApplicationRecorder,
     EventStore,
@@ -405,6 +406,27 @@ class Engine(Application[UUID]):
                 continue
             with contextlib.suppress(IntegrityError):  # another engine recorded it first
                 self.save(ChartVersion.register(chart.shape))
+
+    def save(
+        self,
+        *objs: MutableOrImmutableAggregate[UUID] | DomainEventProtocol[UUID] | None,
+        **kwargs: Any,
+    ) -> list[Recording[UUID]]:
+        """The library's save, for anything but instances: an instance is written only fenced.
+
+        Every write of an instance goes through a unit of work that checks
+        this engine holds the instance's ownership incarnation (:meth:`commit`);
+        ``save`` would skip that check, so handing it an instance raises
+        :class:`EngineError` and writes nothing.
+        """
+        for obj in objs:
+            if isinstance(obj, Instance):
+                raise EngineError(
+                    f"Engine.save() would write instance {obj.id} without checking that this engine "
+                    "owns it (fencing); change instances through the engine's commands (start, send, "
+                    "cancel, terminate, take_over, ...), which commit fenced units of work"
+                )
+        return super().save(*objs, **kwargs)
 
     def chart_shape(self, name: str, fingerprint: str) -> Shape | None:
         """The recorded shape of chart ``name`` under ``fingerprint``, if any engine stored it."""

@@ -48,6 +48,11 @@ log = logging.getLogger("incarnate.worker")
 
 _SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
+WATCHDOG_INTERVAL = 5.0
+"""Seconds between two looks of the watchdog at the held instances (see :meth:`Worker._watch`)."""
+WATCHDOG_BATCH = 500
+"""The most held instances the watchdog looks at per look (the rest at the next ones, in turn)."""
+
 PLACEMENT_GRACE = 2.0
 """Seconds a new root placed on another worker may stay unowned before any worker takes it."""
 
@@ -109,6 +114,8 @@ class Worker:
         self.position = 0
         """The last notification id the follower has read."""
         self.manager: RecoveryManager | None = None
+        self._watched_at = time.monotonic()
+        self._watch_queue: list[UUID] = []
         self._elsewhere: dict[UUID, float] = {}
         """New roots placed on another worker, with when they were seen (the follower's thread only)."""
         self._stopping = threading.Event()
@@ -260,6 +267,7 @@ class Worker:
                     return
                 self.catch_up()
                 self._take_unclaimed()
+                self._watch()
             except Exception as error:  # the follower outlives a store outage
                 failures += 1
                 # The first failure with its traceback; then one line each, ever less often.
@@ -341,6 +349,46 @@ class Worker:
             else:
                 self._elsewhere[root] = now
         return mine
+
+    def _watch(self) -> None:
+        """The watchdog: wake held instances that have work due but that the runner does not know of.
+
+        Every :data:`WATCHDOG_INTERVAL` seconds it looks at up to
+        :data:`WATCHDOG_BATCH` held instances (in turn; each read brings this
+        engine's copy up to date with one indexed query) and notifies the runner of any
+        with a message in its inbox, a timer due, a cancel request or a first
+        step to take, that is neither queued, worked on nor waiting for a
+        retry. Whatever a lost wake-up or an unforeseen failure left behind
+        is then processed within about one interval.
+        """
+        now = time.monotonic()
+        if now - self._watched_at < WATCHDOG_INTERVAL:
+            return
+        self._watched_at = now
+        engine, runner = self.engine, self.runner
+        if not self._watch_queue:
+            self._watch_queue = list(engine.holdings.held())
+        batch, self._watch_queue = self._watch_queue[:WATCHDOG_BATCH], self._watch_queue[WATCHDOG_BATCH:]
+        woken = 0
+        for instance_id in batch:
+            if self._stopping.is_set():
+                return
+            if runner.working_on(instance_id) or not engine.holdings.holds(instance_id):
+                continue
+            try:
+                instance = engine.instance(instance_id)
+            except EngineError:
+                continue
+            if engine.has_work(instance):
+                runner.notify(instance_id)
+                woken += 1
+        if woken:
+            log.warning(
+                "worker %s: the watchdog woke %d held instance(s) with work due that nothing was doing",
+                engine.engine_id,
+                woken,
+                extra=self._fields(),
+            )
 
     def _take_unclaimed(self) -> None:
         """Take the new roots placed on other workers that none of them took within the grace period."""

@@ -160,14 +160,14 @@ def test_parking_and_resolving_are_listed(make_engine: EngineFactory, make_listi
     for instance_id in (parent_id, kid_id):
         instance = engine.instance(instance_id)
         instance.record_incident("revalidation", "the chart changed", park=True)
-        engine.save(instance)
+        engine.save_instances(instance)
     listing.catch_up()
     assert [row.status for row in listing.rows()] == ["parked", "parked"]
     assert all(row.parked and row.in_flight for row in listing.rows())
     for instance_id in (parent_id, kid_id):
         instance = engine.instance(instance_id)
         instance.resolve("migrated by hand")
-        engine.save(instance)
+        engine.save_instances(instance)
     listing.catch_up()
     assert [row.status for row in listing.rows()] == ["running", "born"]
     assert_matches_aggregates(engine, listing)

@@ -8,9 +8,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from uuid import UUID
+
+import pytest
 
 from aggregates import InstanceStatus
-from incarnate import Engine, RecoverySettings, Storage, TaskCall, ThreadedRunner, Worker
+from incarnate import Engine, EngineError, RecoverySettings, Storage, TaskCall, ThreadedRunner, Worker
+from incarnate import _worker as worker_module
 from statechart import Chart, JsonValue, after, final, invoke, state, transition
 
 TIMED = Chart("timed", state("waiting", on=[after(1.0, "late")]), final("late"))
@@ -198,3 +202,48 @@ def test_new_roots_spread_over_the_live_workers(tmp_path: Path) -> None:
             worker.stop()
         for engine in engines:
             engine.close()
+
+
+def test_the_watchdog_wakes_a_held_instance_whose_wake_up_was_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event accepted from another process whose wake-up never reached the runner is still
+    processed: the worker's watchdog finds the held instance with work due and wakes it."""
+    monkeypatch.setattr(worker_module, "WATCHDOG_INTERVAL", 0.2)
+    path = str(tmp_path / "watchdog.db")
+    engine = Engine([GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1))
+    runner = engine.runner
+    assert isinstance(runner, ThreadedRunner)
+    lost: list[object] = []
+    notify = runner.notify
+
+    def lossy(instance_id: UUID) -> None:
+        if instance_id == target[0] and not lost:
+            lost.append(instance_id)  # the first wake-up for it goes missing
+            return
+        notify(instance_id)
+
+    target: list[UUID] = []
+    try:
+        with Worker(engine, lease=10.0, poll_interval=0.05, recovery=None):
+            gate = engine.start("gate")
+            target.append(gate)
+            monkeypatch.setattr(runner, "notify", lossy)
+            with Engine([GATE], storage=Storage.sqlite(path), engine_id="client") as client:
+                client.send(gate, "approve")
+            took = wait_for(lambda: engine.instance(gate).record.status is InstanceStatus.DONE, 10.0)
+            assert lost, "the wake-up was not lost: the test proves nothing"
+            assert took is not None, "the watchdog never woke it"
+    finally:
+        engine.close()
+
+
+def test_the_librarys_save_cannot_write_an_instance_unfenced(tmp_path: Path) -> None:
+    """Engine.save() (inherited from eventsourcing's Application) refuses an instance: no unfenced write."""
+    with Engine([GATE], storage=Storage.sqlite(str(tmp_path / "save.db"))) as engine:
+        gate = engine.start("gate")
+        instance = engine.instance(gate)
+        instance.record_incident("test", "written around the fencing check", park=True)
+        with pytest.raises(EngineError, match="without checking that this engine owns it"):
+            engine.save(instance)
+        assert engine.instance(gate).record.status is InstanceStatus.RUNNING

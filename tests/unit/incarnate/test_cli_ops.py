@@ -362,7 +362,7 @@ def test_plan_of_a_corrupted_store_fails(capsys: pytest.CaptureFixture[str], sto
     engine = store.engine()
     corrupted = engine.instance(store.parent)
     corrupted.record_settled(corrupted.record.activations[0].ref, Settlement.DONE)  # no such outcome happened
-    engine.save(corrupted)
+    engine.save_instances(corrupted)
     engine.close()
     status, out, err = run(capsys, "plan", str(store.parent), "--db", store.db, "--charts", CHARTS)
     assert (status, out) == (1, "")
