@@ -267,7 +267,8 @@ def test_a_child_whose_parent_vanished_becomes_orphan_after_the_grace_period(
     assert facts is not None
     ghost = uuid4()
     lost_facts = attrs.evolve(facts, ref=attrs.evolve(facts.ref, parent=ghost), root=ghost)
-    owner.save_instances(Instance.born(lost_facts, fingerprint=owner.charts["kid"].fingerprint, owner="dead-owner"))
+    lost_kid = Instance.born(lost_facts, fingerprint=owner.charts["kid"].fingerprint, owner="dead-owner")
+    owner.save_instances(lost_kid)
     lost = lost_facts.child_id
 
     engine = engines("replica-1")
