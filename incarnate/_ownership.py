@@ -189,7 +189,9 @@ def _claim(engine: Engine, trees: Sequence[tuple[_Survey, list[Instance]]], reas
     for survey, claims in trees:
         survey.previous = {member.record.owner for member in claims}
         for member in claims:
-            member.claim(engine.engine_id, previous_incarnation=member.record.incarnation, reason=reason)
+            # The compare-and-swap is the save's version check: a claim that lands at the version
+            # surveyed replaced exactly the incarnation surveyed (a newer claim conflicts).
+            member.claim(engine.engine_id, reason=reason)
             claimed.append((survey, member))
     if not claimed:
         return

@@ -13,8 +13,9 @@ from uuid import UUID
 import pytest
 
 from aggregates import InstanceStatus
-from incarnate import Engine, EngineError, RecoverySettings, Storage, TaskCall, ThreadedRunner, Worker
+from incarnate import Engine, EngineError, Fenced, RecoverySettings, Storage, TaskCall, ThreadedRunner, Worker
 from incarnate import _worker as worker_module
+from incarnate._work import UnitOfWork
 from statechart import Chart, JsonValue, after, final, invoke, state, transition
 
 TIMED = Chart("timed", state("waiting", on=[after(1.0, "late")]), final("late"))
@@ -247,3 +248,20 @@ def test_the_librarys_save_cannot_write_an_instance_unfenced(tmp_path: Path) -> 
         with pytest.raises(EngineError, match="without checking that this engine owns it"):
             engine.save(instance)
         assert engine.instance(gate).record.status is InstanceStatus.RUNNING
+
+
+def test_a_unit_whose_instance_was_dropped_meanwhile_is_fenced_at_its_commit(tmp_path: Path) -> None:
+    """The commit re-checks the holdings: an instance another thread dropped after the unit of work
+    checked it (a claim seen by the follower, a fenced write) is not written."""
+    with Engine([GATE], storage=Storage.sqlite(str(tmp_path / "recheck.db"))) as engine:
+        gate = engine.start("gate")
+        version = engine.instance(gate).version
+        uow = UnitOfWork(engine)
+        instance = uow.load(gate)
+        assert instance is not None
+        uow.fence(instance)  # held: the check passes now
+        instance.record_incident("test", "a write decided while the engine still held it", park=False)
+        engine.holdings.fence(gate)  # another thread learns it lost the instance
+        with pytest.raises(Fenced):
+            engine.commit(uow)
+        assert engine.instance(gate).version == version
