@@ -196,7 +196,8 @@ def existing_member(engine: Engine, parent: UUID, key: str, input: Any) -> Birth
 
 def precreate(engine: Engine, facts: BirthFacts) -> None:
     """Store the child of ``facts`` as another engine would have, behind this engine's back."""
-    engine.save(Instance.born(facts, fingerprint=engine.charts["kid"].fingerprint, owner="another engine"))
+    other = Instance.born(facts, fingerprint=engine.charts["kid"].fingerprint, owner="another engine")
+    engine.save_instances(other)
 
 
 def test_an_existing_child_with_other_facts_raises_input_mismatch_after_the_conflict(

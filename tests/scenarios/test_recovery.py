@@ -164,7 +164,7 @@ def test_finished_child_whose_outcome_never_arrived_is_consumed(make_engine: Eng
     # Simulate a store that lost the parent's side: drop the outcome without applying it.
     inbox_parent = engine.instance(parent)
     inbox_parent.reject(inbox_parent.record.inbox[0], "lost in a test")
-    engine.save(inbox_parent)
+    engine.save_instances(inbox_parent)
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -260,7 +260,7 @@ def test_vanished_child_is_retried_per_the_site_policy(
         Provenance.BIRTH,
     )
     parent.record_birth(facts)
-    engine.save(parent)  # the child's Started never reached the store
+    engine.save_instances(parent)  # the child's Started never reached the store
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -280,7 +280,7 @@ def test_child_of_a_terminal_caller_is_cancelled_with_a_fact(make_engine: Engine
     kid = engine.children(parent)[0]
     ended = engine.instance(parent)
     ended.complete({"forced": True})  # a caller that finished without its cascade
-    engine.save(ended)
+    engine.save_instances(ended)
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -410,7 +410,7 @@ def test_corrupted_activations_park_instead_of_guessing(make_engine: EngineFacto
     engine.run_until_idle()
     corrupted = engine.instance(parent)
     corrupted.record_settled(corrupted.record.activations[0].ref, Settlement.DONE)  # no such outcome happened
-    engine.save(corrupted)
+    engine.save_instances(corrupted)
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
