@@ -311,29 +311,25 @@ class ThreadedRunner:
 
     def _work(self) -> None:
         """A macrostep thread: steps instances; a task body it meets goes to the task threads."""
-        _LANE.steps = True
-        while True:
-            with self._lock:
-                while not self._queue and not self._stopping:
-                    self._ready.wait(self.poll_interval)
-                if self._stopping:
-                    return
-                instance_id = self._queue.popleft()
-                self._queued.discard(instance_id)
-                self._busy.add(instance_id)
-            self._unit(instance_id)
+        self._serve(self._queue, self._queued, self._ready, steps=True)
 
     def _run_tasks(self) -> None:
         """A task thread: runs the bodies of tasks (and commits their outcomes)."""
-        _LANE.steps = False
+        self._serve(self._tasks, self._tasks_queued, self._task_ready, steps=False)
+
+    def _serve(
+        self, queue: deque[UUID], queued: set[UUID], ready: threading.Condition, *, steps: bool
+    ) -> None:
+        """Take instances from ``queue`` one at a time until the runner stops."""
+        _LANE.steps = steps
         while True:
             with self._lock:
-                while not self._tasks and not self._stopping:
-                    self._task_ready.wait(self.poll_interval)
+                while not queue and not self._stopping:
+                    ready.wait(self.poll_interval)
                 if self._stopping:
                     return
-                instance_id = self._tasks.popleft()
-                self._tasks_queued.discard(instance_id)
+                instance_id = queue.popleft()
+                queued.discard(instance_id)
                 self._busy.add(instance_id)
             self._unit(instance_id)
 

@@ -323,15 +323,19 @@ def test_a_corrupted_event_parks_its_tree_and_every_other_tree_recovers(
         last.close()
 
 
-def test_a_corrupted_snapshot_only_costs_a_replay(storage: Storage, caplog: pytest.LogCaptureFixture) -> None:
-    """A snapshot that does not decode is skipped with a warning; the instance is replayed from its events."""
-    built = build(storage, snapshot_interval=1)
-    raw = Raw(storage)
+def latest_snapshot(raw: Raw, instance_id: UUID) -> int:
+    """The version of the latest stored snapshot of ``instance_id``."""
     [(version,)] = raw.query(
         f"SELECT MAX(originator_version) FROM {raw.snapshots} WHERE originator_id = %s",
-        (raw.key(built.healthy),),
+        (raw.key(instance_id),),
     )
-    raw.flip_bytes(raw.snapshots, built.healthy, version)
+    return int(version)
+
+
+def recovers_from_its_events(
+    storage: Storage, built: Built, caplog: pytest.LogCaptureFixture, said: str
+) -> None:
+    """A fresh engine parks nothing, finishes every tree, and logged ``said`` about the snapshot."""
     engine = engine_over(storage, snapshot_interval=1)
     try:
         with caplog.at_level(logging.WARNING, logger="incarnate.engine"):
@@ -339,9 +343,18 @@ def test_a_corrupted_snapshot_only_costs_a_replay(storage: Storage, caplog: pyte
             engine.run_until_idle()
         assert engine.parked() == []
         finish_healthy_trees(engine, built, skip=set())
-        assert any("skipping a snapshot" in r.getMessage() for r in caplog.records)
+        assert any(said in r.getMessage() for r in caplog.records)
+        assert engine.plan(built.healthy).status is InstanceStatus.DONE
     finally:
         engine.close()
+
+
+def test_a_corrupted_snapshot_only_costs_a_replay(storage: Storage, caplog: pytest.LogCaptureFixture) -> None:
+    """A snapshot that does not decode is skipped with a warning; the instance is replayed from its events."""
+    built = build(storage, snapshot_interval=1)
+    raw = Raw(storage)
+    raw.flip_bytes(raw.snapshots, built.healthy, latest_snapshot(raw, built.healthy))
+    recovers_from_its_events(storage, built, caplog, "skipping a snapshot")
 
 
 def test_a_snapshot_naming_an_unknown_state_only_costs_a_replay(
@@ -350,30 +363,12 @@ def test_a_snapshot_naming_an_unknown_state_only_costs_a_replay(
     """A snapshot that decodes but names a state the chart lacks is refused; the events rebuild it."""
     built = build(storage, snapshot_interval=1)
     raw = Raw(storage)
-    [(version,)] = raw.query(
-        f"SELECT MAX(originator_version) FROM {raw.snapshots} WHERE originator_id = %s",
-        (raw.key(built.healthy),),
-    )
+    version = latest_snapshot(raw, built.healthy)
     text = TolerantZlib().decompress(raw.state(raw.snapshots, built.healthy, version)).decode()
     assert '"awaiting_answer"' in text
-    raw.set(
-        raw.snapshots,
-        built.healthy,
-        version,
-        "state",
-        text.replace('"awaiting_answer"', '"nowhere"').encode(),
-    )
-    engine = engine_over(storage, snapshot_interval=1)
-    try:
-        with caplog.at_level(logging.WARNING, logger="incarnate.engine"):
-            engine.resume_all()
-            engine.run_until_idle()
-        assert engine.parked() == []
-        finish_healthy_trees(engine, built, skip=set())
-        assert any("refusing the stored snapshot" in r.getMessage() for r in caplog.records)
-        assert engine.plan(built.healthy).status is InstanceStatus.DONE
-    finally:
-        engine.close()
+    wrong = text.replace('"awaiting_answer"', '"nowhere"').encode()
+    raw.set(raw.snapshots, built.healthy, version, "state", wrong)
+    recovers_from_its_events(storage, built, caplog, "refusing the stored snapshot")
 
 
 def test_a_corrupted_listing_row_is_rebuilt(storage: Storage, caplog: pytest.LogCaptureFixture) -> None:
