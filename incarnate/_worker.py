@@ -58,8 +58,11 @@ PLACEMENT_GRACE = 2.0
 
 BATCH = 500
 """Notifications the follower reads per query."""
-MAX_FOLLOW_BACKOFF = 30.0
-"""The longest the follower waits between attempts while the store keeps failing, in seconds."""
+MAX_FOLLOW_BACKOFF = 5.0
+"""The longest the follower waits between attempts while the store keeps failing, in seconds.
+
+Short, so that events sent while the store was away wake their instances
+within seconds of its return (each attempt is one cheap query)."""
 
 _STARTED = get_topic(Instance.Started)
 _WAKE_TOPICS = tuple(
