@@ -54,7 +54,9 @@ WATCHDOG_BATCH = 500
 """The most held instances the watchdog looks at per look (the rest at the next ones, in turn)."""
 
 PLACEMENT_GRACE = 2.0
-"""Seconds a new root placed on another worker may stay unowned before any worker takes it."""
+"""Seconds a new root placed on another worker may stay unowned before it is placed again."""
+PLACEMENT_ROUNDS = 2
+"""Grace periods after which a new root still unowned is taken by whoever sees it first."""
 
 BATCH = 500
 """Notifications the follower reads per query."""
@@ -119,8 +121,8 @@ class Worker:
         self.manager: RecoveryManager | None = None
         self._watched_at = time.monotonic()
         self._watch_queue: list[UUID] = []
-        self._elsewhere: dict[UUID, float] = {}
-        """New roots placed on another worker, with when they were seen (the follower's thread only)."""
+        self._elsewhere: dict[UUID, tuple[float, int]] = {}
+        """New roots placed on another worker: when, and after how many grace periods (follower only)."""
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -330,8 +332,11 @@ class Worker:
             self._take_over(root)
         return len(woken) + len(roots)
 
-    def _mine(self, roots: list[UUID]) -> list[UUID]:
-        """The new roots placed on this worker (see ``incarnate._placement``); the others wait a while."""
+    def _mine(self, roots: list[UUID], rounds: int = 0) -> list[UUID]:
+        """The new roots placed on this worker (see ``incarnate._placement``); the others wait a while.
+
+        ``rounds`` is how many grace periods the roots have waited already.
+        """
         if not roots:
             return roots
         engine = self.engine
@@ -342,7 +347,10 @@ class Worker:
             return roots
         listing = engine.listing
         listing.catch_up()
-        counts = placement.load(listing.rows(in_flight=True), among)
+        # The batch's own roots are left out of the counts: workers that read the listing at other
+        # moments see them owned by whoever took them already, and would place them differently.
+        batch = set(roots)
+        counts = placement.load((row for row in listing.rows(in_flight=True) if row.id not in batch), among)
         placed = placement.place(roots, among, counts)
         now = time.monotonic()
         mine = []
@@ -350,7 +358,7 @@ class Worker:
             if placed[root] == engine.engine_id:
                 mine.append(root)
             else:
-                self._elsewhere[root] = now
+                self._elsewhere[root] = (now, rounds + 1)
         return mine
 
     def _watch(self) -> None:
@@ -394,23 +402,34 @@ class Worker:
             )
 
     def _take_unclaimed(self) -> None:
-        """Take the new roots placed on other workers that none of them took within the grace period."""
+        """Place again the new roots left unowned past the grace period; after a second one, take them.
+
+        A worker placed a root elsewhere when its own reading of the listing
+        said so; workers that read it at other moments may disagree, and a
+        member may have stopped. After one grace period the roots still
+        unowned are placed again (every worker now sees the same owners);
+        after another, whoever sees one first takes it.
+        """
         if not self._elsewhere:
             return
         now = time.monotonic()
         grace = max(PLACEMENT_GRACE, 4 * self.poll_interval)
-        due = [root for root, since in self._elsewhere.items() if now - since >= grace]
-        for root in due:
+        due = [(root, rounds) for root, (since, rounds) in self._elsewhere.items() if now - since >= grace]
+        unowned: dict[int, list[UUID]] = {}
+        for root, rounds in due:
             del self._elsewhere[root]
-            if self._stopping.is_set():
-                return
             try:
                 record = self.engine.instance(root).record
             except EngineError:
                 continue
-            if record.status.finished or self.coordination.is_live(record.owner):
+            owner = record.owner
+            if record.status.finished or owner == self.engine.engine_id or self.coordination.is_live(owner):
                 continue
-            if record.owner != self.engine.engine_id:
+            unowned.setdefault(rounds, []).append(root)
+        for rounds, roots in sorted(unowned.items()):
+            for root in roots if rounds >= PLACEMENT_ROUNDS else self._mine(roots, rounds):
+                if self._stopping.is_set():
+                    return
                 self._take_over(root)
 
     def _is_foreign_root(self, notification: Notification) -> bool:
