@@ -130,6 +130,15 @@ def _positive(option: str, value: float) -> None:
     "manager moves it",
 )
 @click.option(
+    "--recovery-scan-interval",
+    type=float,
+    default=RecoverySettings().scan_interval,
+    show_default=True,
+    metavar="S",
+    help="seconds between two sweeps of the recovery manager: how soon a stopped or dead worker's "
+    "trees move (a gracefully stopped worker's at the next sweep)",
+)
+@click.option(
     "--no-recovery",
     is_flag=True,
     help="run no recovery manager here (another worker of the group sweeps dead workers' trees)",
@@ -151,6 +160,7 @@ def worker(
     poll_interval: float,
     lease: float,
     recovery_ttl: float,
+    recovery_scan_interval: float,
     no_recovery: bool,
     log_level: str,
 ) -> int:
@@ -163,11 +173,16 @@ def worker(
     _positive("--lease", lease)
     if not recovery_ttl >= 0:
         raise CommandError(f"--recovery-ttl must be 0 or more seconds, got {recovery_ttl:g}")
+    _positive("--recovery-scan-interval", recovery_scan_interval)
     storage = command_storage(db, existing=False)
     chart_list = load_charts(charts)
     task_table = load_tasks(tasks) if tasks else {}
     configure_logging(log_level)
-    recovery = None if no_recovery else RecoverySettings(group=group, ttl=recovery_ttl)
+    recovery = (
+        None
+        if no_recovery
+        else RecoverySettings(group=group, ttl=recovery_ttl, scan_interval=recovery_scan_interval)
+    )
     try:
         engine = Engine(
             chart_list, task_table, storage=storage, runner=ThreadedRunner(threads, task_workers=task_threads)
