@@ -964,14 +964,20 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--budget",
         type=float,
-        help=f"seconds the memory feed may run before it stops at the next checkpoint "
+        help=f"seconds the memory feed may run; past them it stops and reports where it got "
         f"(default {FULL.budget:g}, quick {QUICK.budget:g})",
     )
     parser.add_argument(
         "--cache-size", type=int, help="the memory worker engine's cache_size (default: the engine's default)"
     )
-    parser.add_argument("--timers", type=int, help=f"1 s timers per round (default {FULL.timers})")
-    parser.add_argument("--trees", type=int, help=f"trees the stopped worker holds (default {FULL.trees})")
+    parser.add_argument(
+        "--timers", type=int, help=f"1 s timers per round (default {FULL.timers}, quick {QUICK.timers})"
+    )
+    parser.add_argument(
+        "--trees",
+        type=int,
+        help=f"trees the stopped worker holds (default {FULL.trees}, quick {QUICK.trees})",
+    )
     parser.add_argument("--roots", type=int, help=f"new trees per spread round (default {FULL.roots})")
     parser.add_argument("--memory-worker", metavar="URL", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
