@@ -1546,10 +1546,14 @@ class Engine(Application[UUID]):
         holdings.created(
             (instance_id, created.record.incarnation) for instance_id, created in uow.created.items()
         )
-        for instance in pending:
-            if instance.record.status.finished:  # it runs nowhere again: memory stays flat
-                holdings.finish(instance.id)
-                self._snapshotted.pop(instance.id, None)
+        finished = [instance.id for instance in pending if instance.record.status.finished]
+        if finished:  # it runs nowhere again: nothing of it stays, so memory stays flat
+            with self._cache_lock:
+                for instance_id in finished:
+                    holdings.finish(instance_id)
+                    self._snapshotted.pop(instance_id, None)
+                    self._latest.pop(instance_id, None)
+                    self._decoded.pop(instance_id, None)
         self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:

@@ -175,6 +175,8 @@ def test_finished_instances_are_forgotten(tmp_path: Path) -> None:
         assert all(engine.instance(i).record.status is InstanceStatus.DONE for i in [*gates, *tasks])
         assert engine.holdings.sizes() == (0, 0, 0)
         assert engine.held == {} and engine.acquired == frozenset()
+        remembered = {*engine._latest, *engine._decoded}  # the engine's own caches of copies
+        assert remembered.isdisjoint({*gates, *tasks})
 
 
 def test_new_roots_spread_over_the_live_workers(tmp_path: Path) -> None:
