@@ -27,7 +27,7 @@ import attrs
 from aggregates import Instance, InstanceKind, InstanceStatus
 from incarnate.errors import UnknownInstance
 from projections import ListingRow, TreeNode, call_tree, timeline
-from statechart import Chart, JsonValue
+from statechart import Chart, JsonValue, Shape
 from statechart.errors import CodecError
 
 if TYPE_CHECKING:
@@ -436,16 +436,25 @@ def check_event(engine: Engine, instance: Instance, name: str) -> EventCheck:
         # no structure to judge by, or a site whose children an event may be forwarded to
         return EventCheck(name, record.status, configuration, (), None)
     present = set(configuration)
-    offered: dict[str, None] = {}
-    taken = False
+    taken = any(
+        _descriptor_matches(descriptor, name)
+        for transition in shape.transitions
+        if transition.source in present and transition.delay is None
+        for descriptor in transition.events
+    )
+    return EventCheck(name, record.status, configuration, shape_events(shape, configuration), taken)
+
+
+def shape_events(shape: Shape, configuration: Iterable[str]) -> tuple[str, ...]:
+    """:func:`enabled_events` read from a recorded shape (a chart this process has not registered)."""
+    active = set(configuration)
+    names: dict[str, None] = {}
     for transition in shape.transitions:
-        if transition.source not in present or transition.delay is not None:
-            continue
-        taken = taken or any(_descriptor_matches(d, name) for d in transition.events)
-        for event in transition.events:
-            if event != "*" and not event.startswith(INTERNAL_EVENT_PREFIXES):
-                offered.setdefault(event, None)
-    return EventCheck(name, record.status, configuration, tuple(offered), taken)
+        if transition.source in active and transition.delay is None:
+            for event in transition.events:
+                if event != "*" and not event.startswith(INTERNAL_EVENT_PREFIXES):
+                    names.setdefault(event, None)
+    return tuple(names)
 
 
 # ------------------------------------------------------------- call trees

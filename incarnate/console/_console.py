@@ -40,11 +40,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from incarnate._command import redact
 from incarnate._engine import Engine
-from incarnate._inspect import (
-    INTERNAL_EVENT_PREFIXES,
-    enabled_events,
-    iso,
-)
+from incarnate._inspect import enabled_events, iso, shape_events
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
 from incarnate.console._security import CSRF_FIELD, Refused, Secrets
@@ -239,16 +235,7 @@ def enabled(engine: Engine, shape: Shape | None, name: str, configuration: Seque
     chart = engine.charts.get(name)
     if chart is not None:
         return enabled_events(chart, configuration)
-    if shape is None:
-        return ()
-    active = set(configuration)
-    names: dict[str, None] = {}
-    for transition in shape.transitions:
-        if transition.source in active and transition.delay is None:
-            for event in transition.events:
-                if event != "*" and not event.startswith(INTERNAL_EVENT_PREFIXES):
-                    names.setdefault(event, None)
-    return tuple(names)
+    return () if shape is None else shape_events(shape, configuration)
 
 
 def instance_id_of(text: str) -> UUID:
