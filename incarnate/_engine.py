@@ -1006,9 +1006,7 @@ class Engine(Application[UUID]):
             if known is not None:
                 first, last = min(first, known[0]), max(last, known[1])
             store.refused = {**store.refused, instance_id: (first, last)}
-        with self._cache_lock:
-            self._latest.pop(instance_id, None)
-            self._decoded.pop(instance_id, None)
+        self._drop_copies((instance_id,))
         cache = self.repository.cache
         if cache is not None:
             with contextlib.suppress(KeyError):
@@ -1094,9 +1092,14 @@ class Engine(Application[UUID]):
     def _forget(self, instance_id: UUID) -> None:
         """Stop holding an instance: its incarnation, its acquisition and its cached copies."""
         self.holdings.fence(instance_id)
+        self._drop_copies((instance_id,))
+
+    def _drop_copies(self, instance_ids: Iterable[UUID]) -> None:
+        """Forget this engine's committed copies and decoded snapshots of these instances."""
         with self._cache_lock:
-            self._latest.pop(instance_id, None)
-            self._decoded.pop(instance_id, None)
+            for instance_id in instance_ids:
+                self._latest.pop(instance_id, None)
+                self._decoded.pop(instance_id, None)
 
     def _forget_if_claimed(self, instance: Instance) -> None:
         """Stop holding an instance the store shows claimed by another engine since (no work was lost).
@@ -1540,20 +1543,19 @@ class Engine(Application[UUID]):
             _tracing.abandoned(error)
             raise
         _tracing.committed()  # the step's span ends with its commit
+        finished = [instance.id for instance in pending if instance.record.status.finished]
         for instance in pending:
-            self._remember(instance, uow.decoded.get(instance.id), unchanged.get(instance.id))
+            if not instance.record.status.finished:
+                self._remember(instance, uow.decoded.get(instance.id), unchanged.get(instance.id))
         holdings = self.holdings
         holdings.created(
             (instance_id, created.record.incarnation) for instance_id, created in uow.created.items()
         )
-        finished = [instance.id for instance in pending if instance.record.status.finished]
         if finished:  # it runs nowhere again: nothing of it stays, so memory stays flat
-            with self._cache_lock:
-                for instance_id in finished:
-                    holdings.finish(instance_id)
-                    self._snapshotted.pop(instance_id, None)
-                    self._latest.pop(instance_id, None)
-                    self._decoded.pop(instance_id, None)
+            for instance_id in finished:
+                holdings.finish(instance_id)
+                self._snapshotted.pop(instance_id, None)
+            self._drop_copies(finished)
         self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:
