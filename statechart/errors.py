@@ -4,13 +4,50 @@ Every error derives from :class:`IncarnateError`; the packages above reuse
 these classes rather than redefining them. Messages name the chart, state,
 transition or site concerned, the offending value and, where one is known,
 the fix. The same facts stay available as attributes.
+
+Every error class also has a stable :attr:`IncarnateError.code`, a
+kebab-case name that never changes with the wording of its message: match
+on it in logs, alerts and API answers rather than on the class name or the
+text.
 """
 
 from __future__ import annotations
 
+import re
+from typing import ClassVar
+
+_CODE = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+_CODES: dict[str, str] = {}
+
 
 class IncarnateError(Exception):
-    """Root of every error raised by incarnate."""
+    """Root of every error raised by incarnate.
+
+    ``code`` is the error's stable, kebab-case identity. Each subclass
+    declares its own; a malformed code, or one that another class already
+    uses, is refused when the class is defined.
+    """
+
+    code: ClassVar[str] = "incarnate-error"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("code")
+        if code is None:
+            return
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if not isinstance(code, str) or not _CODE.fullmatch(code):
+            raise TypeError(
+                f"{name}.code must be a kebab-case str (lower-case words joined by '-'), got {code!r}"
+            )
+        holder = _CODES.setdefault(code, name)
+        if holder != name:
+            raise TypeError(
+                f"{name}.code {code!r} is already the code of {holder}; every error class needs its own code"
+            )
+
+
+_CODES[IncarnateError.code] = f"{IncarnateError.__module__}.{IncarnateError.__qualname__}"
 
 
 class DefinitionError(IncarnateError, ValueError):
@@ -19,6 +56,8 @@ class DefinitionError(IncarnateError, ValueError):
     Validation collects every problem and raises them together in a
     :class:`ChartInvalid` group, so an author fixes them in one pass.
     """
+
+    code = "definition-error"
 
     def __init__(self, chart: str, where: str, problem: str, fix: str) -> None:
         self.chart = chart
@@ -31,45 +70,67 @@ class DefinitionError(IncarnateError, ValueError):
 class UnknownTarget(DefinitionError):
     """A transition or history default names a state that does not exist."""
 
+    code = "unknown-target"
+
 
 class UnreachableState(DefinitionError):
     """No transition, initial or history default can ever enter the state."""
+
+    code = "unreachable-state"
 
 
 class MissingInitial(DefinitionError):
     """A compound state's initial child is missing or is not its child."""
 
+    code = "missing-initial"
+
 
 class AmbiguousId(DefinitionError):
     """Two states, sites or transitions share one id."""
+
+    code = "ambiguous-id"
 
 
 class FinalWithChildren(DefinitionError):
     """A final state was given child states."""
 
+    code = "final-with-children"
+
 
 class HistoryOutsideCompound(DefinitionError):
     """A history pseudo-state is not the child of a compound or parallel state."""
+
+    code = "history-outside-compound"
 
 
 class UnregisteredChart(DefinitionError):
     """A child site names a chart or task that the registry does not hold."""
 
+    code = "unregistered-chart"
+
 
 class UnboundedRecursion(DefinitionError):
     """A site on a cycle of charts declares no recursive group or ``max_depth``."""
+
+    code = "unbounded-recursion"
 
 
 class UnstableId(DefinitionError):
     """An id that cannot stay stable across chart versions or event names."""
 
+    code = "unstable-id"
+
 
 class InvalidDefinition(DefinitionError):
     """Any other definition problem (a bad argument, a mutable context type)."""
 
+    code = "invalid-definition"
+
 
 class ChartInvalid(ExceptionGroup[DefinitionError], IncarnateError):
     """Every definition problem of one chart or registry, raised together."""
+
+    code = "chart-invalid"
 
     def __new__(cls, message: str, errors: list[DefinitionError]) -> ChartInvalid:
         return super().__new__(cls, message, errors)
@@ -81,9 +142,13 @@ class ChartInvalid(ExceptionGroup[DefinitionError], IncarnateError):
 class StepError(IncarnateError):
     """A macrostep could not be computed; nothing of it may be committed."""
 
+    code = "step-error"
+
 
 class RunawayMacrostep(StepError, RuntimeError):
     """A macrostep did not reach a stable configuration within its microstep cap."""
+
+    code = "runaway-macrostep"
 
     def __init__(self, chart: str, event: str, limit: int, configuration: tuple[str, ...]) -> None:
         self.chart = chart
@@ -101,6 +166,8 @@ class RunawayMacrostep(StepError, RuntimeError):
 class InstanceFinished(StepError, ValueError):
     """An event was given to a snapshot that has already completed or stopped."""
 
+    code = "instance-finished"
+
     def __init__(self, chart: str, status: str, event: str) -> None:
         self.chart = chart
         self.status = status
@@ -113,6 +180,8 @@ class InstanceFinished(StepError, ValueError):
 
 class UnknownTimer(StepError, LookupError):
     """A timer was fired that is not armed in the snapshot."""
+
+    code = "unknown-timer"
 
     def __init__(self, chart: str, timer_id: str, armed: tuple[str, ...]) -> None:
         self.chart = chart
@@ -127,9 +196,13 @@ class UnknownTimer(StepError, LookupError):
 class InvalidEvent(StepError, ValueError):
     """An event handed to the interpreter is malformed."""
 
+    code = "invalid-event"
+
 
 class CodecError(IncarnateError, ValueError):
     """A value could not be encoded or decoded by the snapshot codec."""
+
+    code = "codec-error"
 
     def __init__(self, chart: str, path: str, problem: str) -> None:
         self.chart = chart
@@ -140,6 +213,8 @@ class CodecError(IncarnateError, ValueError):
 
 class UnknownChart(IncarnateError, LookupError):
     """A chart or task name is not registered."""
+
+    code = "unknown-chart"
 
     def __init__(self, kind: str, name: str, known: tuple[str, ...]) -> None:
         self.kind = kind
@@ -152,3 +227,5 @@ class UnknownChart(IncarnateError, LookupError):
 
 class SnapshotMismatch(CodecError):
     """A stored snapshot decodes but does not fit the registered chart (a state or site is gone)."""
+
+    code = "snapshot-mismatch"
