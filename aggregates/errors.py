@@ -10,6 +10,8 @@ from statechart.errors import IncarnateError
 class InputMismatch(IncarnateError, ValueError):
     """A birth was re-delivered for an existing child id with different facts."""
 
+    code = "input-mismatch"
+
     def __init__(self, child_id: UUID, differences: tuple[str, ...]) -> None:
         self.child_id = child_id
         self.differences = differences
@@ -23,6 +25,8 @@ class InputMismatch(IncarnateError, ValueError):
 class InvalidCommand(IncarnateError, ValueError):
     """A command does not apply to the instance in its current state."""
 
+    code = "invalid-command"
+
     def __init__(self, instance_id: UUID, command: str, reason: str) -> None:
         self.instance_id = instance_id
         self.command = command
@@ -32,6 +36,8 @@ class InvalidCommand(IncarnateError, ValueError):
 
 class DecodeError(IncarnateError, ValueError):
     """A stored record could not be decoded into its event class."""
+
+    code = "decode-error"
 
     def __init__(self, topic: str, originator_id: object, version: int, problem: str) -> None:
         self.topic = topic
@@ -50,6 +56,8 @@ class CorruptRecord(DecodeError):
     instance, the version and what failed); an operator disposes of it with
     ``incarnate terminate`` or restores the record from a backup.
     """
+
+    code = "corrupt-record"
 
     def __init__(self, instance_id: UUID, topic: str, version: int, problem: str) -> None:
         self.instance_id = instance_id

@@ -1,8 +1,9 @@
 """Projections of instance events: checkpoints, listings, call trees and timelines."""
 
 from projections._listing import ListingRow, apply_notification, in_flight, select_rows
-from projections._resume import (
-    Checkpoint,
+from projections._resume import Checkpoint, resume_plan
+from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
+from projections.errors import (
     CheckpointError,
     CheckpointUndecodable,
     CorruptedDelta,
@@ -10,9 +11,7 @@ from projections._resume import (
     MismatchedActivation,
     OmittedActivation,
     ReorderedActivation,
-    resume_plan,
 )
-from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
 
 __all__ = [
     "Checkpoint",

@@ -40,64 +40,19 @@ from aggregates import (
     Provenance,
     RetryEntry,
 )
+from projections.errors import (
+    CheckpointError,
+    CheckpointUndecodable,
+    CorruptedDelta,
+    DuplicatedActivation,
+    MismatchedActivation,
+    OmittedActivation,
+    ReorderedActivation,
+)
 from statechart import BirthChild, Chart, InvokeId, ResumeChild, Snapshot, SnapshotCodec, check_snapshot
-from statechart.errors import CodecError, IncarnateError
+from statechart.errors import CodecError
 
 _LIVE = ("running", "retrying")
-
-
-class CheckpointError(IncarnateError, ValueError):
-    """The stored events do not make an exact checkpoint; nothing may be resumed from them."""
-
-    kind = "invalid"
-    subject = "activation"
-
-    def __init__(self, instance_id: UUID, slot: str, problem: str, *, version: int | None = None) -> None:
-        self.instance_id = instance_id
-        self.slot = slot
-        self.problem = problem
-        self.version = version
-        at = f" at version {version}" if version is not None else ""
-        super().__init__(
-            f"checkpoint of {instance_id}{at}, slot {slot}: {self.kind} {self.subject}: {problem}"
-        )
-
-
-class OmittedActivation(CheckpointError):
-    """A live child slot has no activation."""
-
-    kind = "omitted"
-
-
-class DuplicatedActivation(CheckpointError):
-    """A child slot has more than one activation, or one fact arrived twice."""
-
-    kind = "duplicated"
-
-
-class ReorderedActivation(CheckpointError):
-    """Activation facts arrived out of causal order, or activations are out of slot order."""
-
-    kind = "reordered"
-
-
-class MismatchedActivation(CheckpointError):
-    """An activation disagrees with its slot (generation, Ref, attempt, state, step, input…)."""
-
-    kind = "mismatched"
-
-
-class CorruptedDelta(CheckpointError):
-    """A ``Stepped`` event's slot changes do not fit the snapshot (a slot removed twice, or missing)."""
-
-    kind = "corrupted"
-    subject = "snapshot delta"
-
-
-class CheckpointUndecodable(CheckpointError):
-    """The snapshot does not decode under the registered chart (a state or site is gone)."""
-
-    kind = "undecodable"
 
 
 @attrs.frozen

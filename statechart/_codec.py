@@ -32,6 +32,7 @@ from statechart import errors
 from statechart._chart import Chart
 from statechart._event import JsonValue
 from statechart._snapshot import ChildSlot, Snapshot, slot_changes
+from statechart.errors import StrictTypeError
 
 C = TypeVar("C")
 
@@ -97,10 +98,6 @@ def is_json_type(annotation: object) -> bool:
         return False
     args = get_args(annotation)
     return set(args) >= _SCALARS and len(args) == 7
-
-
-class StrictTypeError(TypeError):
-    """A value is not of the declared type, and the strict converter converts nothing."""
 
 
 def _describe(value: object) -> str:

@@ -14,6 +14,7 @@ text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import ClassVar
 
 _CODE = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
@@ -229,3 +230,31 @@ class SnapshotMismatch(CodecError):
     """A stored snapshot decodes but does not fit the registered chart (a state or site is gone)."""
 
     code = "snapshot-mismatch"
+
+
+class StrictTypeError(IncarnateError, TypeError):
+    """A value is not of the declared type, and the strict converter converts nothing.
+
+    Raised inside the snapshot codec's structuring hooks; the codec reports it
+    as a :class:`CodecError` naming the chart and the field path.
+    """
+
+    code = "strict-type"
+
+
+class ScxmlError(IncarnateError, ValueError):
+    """An SCXML document that cannot be loaded, or a chart that cannot be dumped: each problem and its fix."""
+
+    code = "scxml-error"
+
+    def __init__(self, source: str, problems: Sequence[str], *, doing: str = "load SCXML document") -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        listed = "\n".join(f"  - {problem}" for problem in problems)
+        super().__init__(f"cannot {doing} {source}: {len(problems)} problem(s)\n{listed}")
+
+
+class ExpressionError(IncarnateError):
+    """An SCXML expression or script failed; the interpreter turns it into ``error.execution``."""
+
+    code = "expression-error"

@@ -6,9 +6,10 @@ An SCXML document with a Python datamodel is code: load only documents you
 trust.
 """
 
+from statechart.errors import ScxmlError
 from statechart.scxml._datamodel import Datamodel, EventView
 from statechart.scxml._dump import dump
-from statechart.scxml._load import SCXML_NS, SUPPORTED_DATAMODELS, ScxmlError, load, parse_delay
+from statechart.scxml._load import SCXML_NS, SUPPORTED_DATAMODELS, load, parse_delay
 
 __all__ = [
     "SCXML_NS",

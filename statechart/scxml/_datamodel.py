@@ -29,6 +29,7 @@ from statechart._codec import check_json
 from statechart._event import Event, JsonValue
 from statechart._model import SCXML_PROCESSOR
 from statechart._scope import current
+from statechart.errors import ExpressionError
 
 SYSTEM_VARIABLES = ("_event", "_sessionid", "_name", "_ioprocessors")
 """The read-only system variables (SCXML 5.10); a script or assign that sets one raises error.execution."""
@@ -82,10 +83,6 @@ class EventView:
             event.invoke_id.site if event.invoke_id is not None else None,
             copy_json(event.data),
         )
-
-
-class ExpressionError(Exception):
-    """An expression or script failed; the interpreter turns it into ``error.execution``."""
 
 
 class Code:

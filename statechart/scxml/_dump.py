@@ -42,6 +42,7 @@ from statechart._model import (
     _callable_name,
 )
 from statechart._validate import _transition_label
+from statechart.errors import ScxmlError
 from statechart.scxml._datamodel import Datamodel
 from statechart.scxml._load import (
     SCXML_NS,
@@ -57,7 +58,6 @@ from statechart.scxml._load import (
     LogValue,
     Payload,
     Script,
-    ScxmlError,
     SrcChoice,
     Text,
     Unbound,

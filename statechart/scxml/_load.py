@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import xml.parsers.expat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -37,12 +37,12 @@ from statechart._model import (
     StateNode,
     Transition,
 )
+from statechart.errors import ExpressionError, ScxmlError
 from statechart.scxml._datamodel import (
     SYSTEM_VARIABLES,
     Code,
     Datamodel,
     EventView,
-    ExpressionError,
     assign,
     evaluate,
     from_input,
@@ -76,16 +76,6 @@ SUPPORTED_DATAMODELS = ("python", "null")
 ``null`` (SCXML B.1) is run by the Python datamodel, whose ``In(state)``
 conditions mean the same; a null-datamodel document has no data to store.
 """
-
-
-class ScxmlError(errors.IncarnateError, ValueError):
-    """An SCXML document that cannot be loaded, or a chart that cannot be dumped: each problem and its fix."""
-
-    def __init__(self, source: str, problems: Sequence[str], *, doing: str = "load SCXML document") -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        listed = "\n".join(f"  - {problem}" for problem in problems)
-        super().__init__(f"cannot {doing} {source}: {len(problems)} problem(s)\n{listed}")
 
 
 @attrs.define
