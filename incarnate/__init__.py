@@ -9,13 +9,13 @@ A :class:`Worker` makes an engine one member of a fleet sharing a store.
 from incarnate._async import AsyncEngine, AsyncInstanceHandle
 from incarnate._clock import Clock, SystemClock, VirtualClock
 from incarnate._engine import Engine
-from incarnate._handles import InstanceCancelled, InstanceFailed, InstanceHandle, SendReceipt, StepOutcome
+from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome
 from incarnate._listing import Listing
 from incarnate._manager import RecoveryManager, RecoverySettings, SweepReport
 from incarnate._migration import InstanceVerdict, MigrationReport, Verdict
 from incarnate._ownership import TakeOver
 from incarnate._process import Decision
-from incarnate._recovery import MigrationRejected, ParkedRoot
+from incarnate._recovery import ParkedRoot
 from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
@@ -24,8 +24,11 @@ from incarnate.errors import (
     ConfigurationError,
     EngineError,
     Fenced,
+    InstanceCancelled,
     InstanceExists,
+    InstanceFailed,
     InstanceTerminated,
+    MigrationRejected,
     NotARoot,
     PayloadTooLarge,
     StorageError,

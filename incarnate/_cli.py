@@ -14,8 +14,6 @@ from incarnate._command import (
     INTERRUPTED,
     OPERATION_FAILED,
     USAGE_ERROR,
-    CommandError,
-    CommandFailed,
     hide,
     load_chart,
     load_object,
@@ -23,6 +21,7 @@ from incarnate._command import (
     redact,
 )
 from incarnate.cli import main, root
+from incarnate.errors import CommandError, CommandFailed
 
 __all__ = [
     "BROKEN_PIPE",

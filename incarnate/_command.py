@@ -1,8 +1,9 @@
-"""What every ``incarnate`` command shares: its errors and exit statuses, loaders, JSON options, secrets.
+"""What every ``incarnate`` command shares: its exit statuses, loaders, JSON options, secrets.
 
 A command that cannot do what it was asked raises :class:`CommandError`
 (exit status 2); one whose operation failed raises :class:`CommandFailed`
-(exit status 1). :func:`load_object` and :func:`load_chart` import what an
+(exit status 1); both are defined, with every other error, in
+:mod:`incarnate.errors`. :func:`load_object` and :func:`load_chart` import what an
 argument names; :func:`parse_json_option` reads a JSON argument strictly.
 The command modules of :mod:`incarnate.cli` build on this one.
 """
@@ -19,17 +20,17 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from incarnate.errors import EngineError
+from incarnate.errors import CommandError, CommandFailed, EventNotTaken, InvalidJson
 from statechart import Chart, JsonValue, check_json
 from statechart.errors import ChartInvalid
 
-USAGE_ERROR = 2
+USAGE_ERROR = CommandError.status
 """Exit status for a command that could not run as asked."""
 
-OPERATION_FAILED = 1
+OPERATION_FAILED = CommandFailed.status
 """Exit status for a command that ran as asked but whose operation failed."""
 
-NOT_TAKEN = 3
+NOT_TAKEN = EventNotTaken.status
 """Exit status of ``incarnate send`` for an event no transition of the instance's current states takes."""
 
 BUG = 70
@@ -67,25 +68,6 @@ def redact(text: str) -> str:
     for secret in _SECRETS:
         text = text.replace(secret, "***")
     return text
-
-
-class CommandError(EngineError):
-    """A command could not run as asked; the message says why and, when known, what to do."""
-
-    status = USAGE_ERROR
-    """The exit status :func:`main` returns for this error."""
-
-
-class CommandFailed(CommandError):
-    """A command ran as asked, but the operation failed (exit status 1)."""
-
-    status = OPERATION_FAILED
-
-
-class EventNotTaken(CommandError):
-    """``incarnate send`` refused an event the instance would ignore (exit status 3)."""
-
-    status = NOT_TAKEN
 
 
 # ------------------------------------------------------------ loading charts
@@ -303,30 +285,30 @@ def parse_json_option(option: str, text: str) -> JsonValue:
     JSON as the standard defines it (RFC 8259): no ``NaN`` or ``Infinity``,
     finite numbers, integers of at most :data:`MAX_INTEGER_DIGITS` digits,
     lists and objects nested at most :data:`MAX_JSON_DEPTH` levels. Anything
-    else raises :class:`CommandError` naming the option, what is wrong and
-    the fix.
+    else raises :class:`~incarnate.errors.InvalidJson` (a :class:`CommandError`)
+    naming the option, what is wrong and the fix.
     """
     depth = _nesting(text)
     if depth > MAX_JSON_DEPTH:
-        raise CommandError(
+        raise InvalidJson(
             f"{option} {_shown(text)} nests lists and objects {depth} levels deep, and at most "
             f"{MAX_JSON_DEPTH} are accepted; flatten the data"
         )
     try:
         value: JsonValue = json.loads(text, parse_constant=_constant, parse_int=_integer, parse_float=_number)
     except _Refused as err:
-        raise CommandError(f"{option} {_shown(text)} is not accepted: {err}") from err
+        raise InvalidJson(f"{option} {_shown(text)} is not accepted: {err}") from err
     except json.JSONDecodeError as err:
-        raise CommandError(
+        raise InvalidJson(
             f"{option} {_shown(text)} is not JSON ({err}); e.g. {option} '{{\"ok\": true}}', "
             f"{option} '\"text\"' or {option} 3"
         ) from err
     except RecursionError as err:  # not expected below MAX_JSON_DEPTH; never a traceback
-        raise CommandError(f"{option} {_shown(text)} nests too deeply to parse; flatten the data") from err
+        raise InvalidJson(f"{option} {_shown(text)} nests too deeply to parse; flatten the data") from err
     try:
         check_json(value, option)
     except TypeError as err:  # a lone surrogate: a "\ud800" escape, or bytes that are not UTF-8
-        raise CommandError(
+        raise InvalidJson(
             f"{option} {_shown(text)} is not accepted: {err}; the command line must be UTF-8 text"
         ) from err
     return value

@@ -32,12 +32,12 @@ from uuid import UUID
 import attrs
 
 from aggregates import ChartVersion, Instance, InstanceStatus, Ref
-from incarnate._command import CommandError
 from incarnate._engine import Engine
 from incarnate._runners import ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall
 from incarnate._work import UnitOfWork
+from incarnate.errors import CommandError
 from incarnate.store._sql import HEARTBEATS_TABLE, LEASES_TABLE, ROWS_TABLE, TRACKING_TABLE
 from projections import TreeNode, call_tree, render_timeline, render_tree, timeline
 from statechart import (
@@ -355,7 +355,7 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
     """Run, kill and recover the order; print the call tree and the timeline before and after.
 
     An existing ``db`` is replaced only when it holds nothing but an earlier
-    demo's records; otherwise :class:`~incarnate._command.CommandError` is raised
+    demo's records; otherwise :class:`~incarnate.errors.CommandError` is raised
     and the file is left untouched.
     """
     path = Path(db)

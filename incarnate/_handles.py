@@ -28,7 +28,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import Instance, InstanceStatus
-from incarnate.errors import EngineError
+from incarnate.errors import EngineError, InstanceCancelled, InstanceFailed
 from statechart import Ignored, JsonValue
 
 if TYPE_CHECKING:
@@ -52,27 +52,6 @@ def plain(instance_id: UUID) -> UUID:
             f"{instance_id!r}; pass the value start() returned, or uuid.UUID(text)"
         )
     return UUID(int=instance_id.int)
-
-
-class InstanceFailed(EngineError):
-    """The instance a handle waited for failed; ``error`` is its recorded failure."""
-
-    def __init__(self, instance_id: UUID, error: JsonValue) -> None:
-        self.instance_id = instance_id
-        self.error = error
-        super().__init__(
-            f"instance {instance_id} failed: {error!r}; its events show why: incarnate timeline {instance_id}"
-        )
-
-
-class InstanceCancelled(EngineError):
-    """The instance a handle waited for was cancelled (or orphaned); ``reason`` says why."""
-
-    def __init__(self, instance_id: UUID, reason: str, status: str = "cancelled") -> None:
-        self.instance_id = instance_id
-        self.reason = reason
-        self.status = status
-        super().__init__(f"instance {instance_id} was {status} ({reason}) and has no result")
 
 
 def _outcome(instance: Instance) -> JsonValue:

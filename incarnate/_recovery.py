@@ -43,7 +43,7 @@ from aggregates import (
 )
 from aggregates.errors import CorruptRecord
 from incarnate._work import UnitOfWork
-from incarnate.errors import EngineError, StorageError, TreeHeld, UnknownInstance
+from incarnate.errors import EngineError, MigrationRejected, StorageError, TreeHeld, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable
 from statechart import (
     Chart,
@@ -68,19 +68,6 @@ CORRUPT_RECORD = "corrupt-record"
 
 Stored = tuple[Instance, InstanceSnapshot | None, list[Any]]
 """An instance as read for recovery: the aggregate, the snapshot it started from, the events after it."""
-
-
-class MigrationRejected(EngineError, ValueError):
-    """A state mapping does not produce a snapshot that fits the registered chart; nothing was written."""
-
-    def __init__(self, instance_id: UUID, problems: list[str]) -> None:
-        self.instance_id = instance_id
-        self.problems = problems
-        super().__init__(
-            f"migrating {instance_id} would leave a snapshot that does not fit the chart: "
-            + "; ".join(problems)
-            + ". Map every removed state to an existing one, or terminate the instance"
-        )
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from aggregates import Instance, InstanceStatus, Ref
 from incarnate import _tracing
 from incarnate._process import Decision
 from incarnate._work import UnitOfWork
-from incarnate.errors import EngineError
+from incarnate.errors import EngineError, LoopGone
 from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
@@ -51,10 +51,6 @@ class TaskCall:
 
 
 TaskFunction: TypeAlias = Callable[[TaskCall], JsonValue | Awaitable[JsonValue]]
-
-
-class LoopGone(EngineError):
-    """The event loop an async task ran on stopped before the task finished: no outcome is committed."""
 
 
 def _call(fn: TaskFunction, call: TaskCall, loop: asyncio.AbstractEventLoop | None = None) -> JsonValue:

@@ -1,18 +1,33 @@
-"""Errors raised by the engine (the root and lower errors are reused, not redefined)."""
+"""Every error of the ``incarnate`` package (the root and lower errors are reused, not redefined).
+
+Each class carries a stable ``code`` (kebab-case, unique across the four
+packages): the command line's ``--json`` errors and the console's error
+answers show it, and ``docs/reference/errors.md`` lists every one. A code
+never changes once released; a message may.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from uuid import UUID
 
+from statechart import JsonValue
 from statechart.errors import IncarnateError
+
+if TYPE_CHECKING:
+    from incarnate.testing import CommitPoint
 
 
 class EngineError(IncarnateError):
     """Something the engine cannot do; the message says what and how to fix it."""
 
+    code = "engine-error"
+
 
 class UnknownInstance(EngineError, LookupError):
     """No instance with this id exists in the store."""
+
+    code = "unknown-instance"
 
     def __init__(self, instance_id: UUID) -> None:
         self.instance_id = instance_id
@@ -25,6 +40,8 @@ class UnknownInstance(EngineError, LookupError):
 class InstanceTerminated(EngineError, ValueError):
     """The instance has finished and accepts no further events."""
 
+    code = "instance-terminated"
+
     def __init__(self, instance_id: UUID, status: str) -> None:
         self.instance_id = instance_id
         self.status = status
@@ -33,6 +50,8 @@ class InstanceTerminated(EngineError, ValueError):
 
 class InstanceExists(EngineError, ValueError):
     """``start`` was given the id of an instance the store already holds."""
+
+    code = "instance-exists"
 
     def __init__(self, instance_id: UUID, chart: str, detail: str = "") -> None:
         self.instance_id = instance_id
@@ -46,17 +65,19 @@ class InstanceExists(EngineError, ValueError):
 class ConfigurationError(EngineError, ValueError):
     """The storage or engine configuration is invalid."""
 
+    code = "configuration-error"
+
 
 class StorageError(EngineError):
     """The event store failed; the operation did not commit."""
 
-
-class TaskFailed(EngineError):
-    """A task callable raised; carried as the child's failure."""
+    code = "storage-error"
 
 
 class PayloadTooLarge(StorageError, ValueError):
     """An event is larger, once encoded, than the engine's maximum payload size; nothing was written."""
+
+    code = "payload-too-large"
 
     def __init__(self, instance_id: UUID, event: str, size: int, limit: int) -> None:
         self.instance_id = instance_id
@@ -75,6 +96,8 @@ class PayloadTooLarge(StorageError, ValueError):
 class StoreUnreachable(StorageError):
     """The engine could not connect to its store; the message says why and what to check."""
 
+    code = "store-unreachable"
+
     def __init__(self, message: str, *, host: str, port: int, dbname: str, user: str) -> None:
         self.host = host
         self.port = port
@@ -83,8 +106,20 @@ class StoreUnreachable(StorageError):
         super().__init__(message)
 
 
+class UnreadableRow(StorageError):
+    """A stored listing row (or the position) does not read back; the listing rebuilds itself from the log."""
+
+    code = "unreadable-row"
+
+    def __init__(self, key: object, error: Exception) -> None:
+        self.key = key
+        super().__init__(f"listing row {key}: {type(error).__name__}: {error}")
+
+
 class TreeHeld(EngineError):
     """A member of a call tree is owned by another live engine: nothing of the tree was claimed."""
+
+    code = "tree-held"
 
     def __init__(self, root: UUID, instance_id: UUID, name: str, holder: str) -> None:
         self.root = root
@@ -102,6 +137,8 @@ class TreeHeld(EngineError):
 class NotARoot(EngineError, ValueError):
     """A child was named where a call tree's root is needed: children recover only through their root."""
 
+    code = "not-a-root"
+
     def __init__(self, instance_id: UUID, parent: UUID, root: UUID) -> None:
         self.instance_id = instance_id
         self.parent = parent
@@ -115,6 +152,8 @@ class NotARoot(EngineError, ValueError):
 
 class Fenced(EngineError):
     """This engine no longer holds the instance it was about to write: another engine claimed it."""
+
+    code = "fenced"
 
     def __init__(
         self, instance_id: UUID, engine_id: str, held: int | None, owner: str, incarnation: int
@@ -130,3 +169,103 @@ class Fenced(EngineError):
             f"{owner!r} at incarnation {incarnation}; the write was refused and the instance "
             "dropped by this engine (its new owner runs it)"
         )
+
+
+class MigrationRejected(EngineError, ValueError):
+    """A state mapping does not produce a snapshot that fits the registered chart; nothing was written."""
+
+    code = "migration-rejected"
+
+    def __init__(self, instance_id: UUID, problems: list[str]) -> None:
+        self.instance_id = instance_id
+        self.problems = problems
+        super().__init__(
+            f"migrating {instance_id} would leave a snapshot that does not fit the chart: "
+            + "; ".join(problems)
+            + ". Map every removed state to an existing one, or terminate the instance"
+        )
+
+
+class LoopGone(EngineError):
+    """The event loop an async task ran on stopped before the task finished: no outcome is committed."""
+
+    code = "loop-gone"
+
+
+# ------------------------------------------------------ waiting for a result
+
+
+class InstanceFailed(EngineError):
+    """The instance a handle waited for failed; ``error`` is its recorded failure."""
+
+    code = "instance-failed"
+
+    def __init__(self, instance_id: UUID, error: JsonValue) -> None:
+        self.instance_id = instance_id
+        self.error = error
+        super().__init__(
+            f"instance {instance_id} failed: {error!r}; its events show why: incarnate timeline {instance_id}"
+        )
+
+
+class InstanceCancelled(EngineError):
+    """The instance a handle waited for was cancelled (or orphaned); ``reason`` says why."""
+
+    code = "instance-cancelled"
+
+    def __init__(self, instance_id: UUID, reason: str, status: str = "cancelled") -> None:
+        self.instance_id = instance_id
+        self.reason = reason
+        self.status = status
+        super().__init__(f"instance {instance_id} was {status} ({reason}) and has no result")
+
+
+# ------------------------------------------------------------ the testing kit
+
+
+class RecoveryCheckFailed(EngineError, AssertionError):
+    """A recovery invariant did not hold after a crash injected at a commit point.
+
+    An ``AssertionError`` too, so that pytest reports it as a failed check.
+    """
+
+    code = "recovery-check-failed"
+
+    def __init__(self, point: CommitPoint, problem: str) -> None:
+        self.point = point
+        self.problem = problem
+        super().__init__(f"{point}: {problem}")
+
+
+# ----------------------------------------------------------- the command line
+
+
+class CommandError(EngineError):
+    """A command could not run as asked; the message says why and, when known, what to do."""
+
+    code = "command-error"
+
+    status = 2
+    """The exit status ``incarnate`` returns for this error (``USAGE_ERROR``)."""
+
+
+class CommandFailed(CommandError):
+    """A command ran as asked, but the operation failed (exit status 1)."""
+
+    code = "command-failed"
+
+    status = 1
+
+
+class EventNotTaken(CommandError):
+    """``incarnate send`` refused an event the instance would ignore (exit status 3)."""
+
+    code = "event-not-taken"
+
+    status = 3
+
+
+class InvalidJson(CommandError, ValueError):
+    """A JSON argument (``--data``, the console's data field) is not JSON data as RFC 8259 defines it."""
+
+    code = "invalid-json"

@@ -31,7 +31,7 @@ from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction
 from incarnate._work import UnitOfWork
-from incarnate.errors import ConfigurationError, EngineError
+from incarnate.errors import ConfigurationError, RecoveryCheckFailed
 from projections import Checkpoint
 from statechart import Chart, Event, JsonValue
 from statechart.errors import IncarnateError
@@ -225,18 +225,6 @@ Scenario = Callable[[Engine], object]
 
 PUBLISHED_BY_RECOVERY = ("Started", "Stepped", "Birth", "ChildRetry", "ChildResume")
 """Events recovery must never write: a new instance, a statechart step, a birth, a retry."""
-
-
-class RecoveryCheckFailed(EngineError, AssertionError):
-    """A recovery invariant did not hold after a crash injected at a commit point.
-
-    An ``AssertionError`` too, so that pytest reports it as a failed check.
-    """
-
-    def __init__(self, point: CommitPoint, problem: str) -> None:
-        self.point = point
-        self.problem = problem
-        super().__init__(f"{point}: {problem}")
 
 
 class CommitPoint:

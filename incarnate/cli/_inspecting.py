@@ -15,7 +15,6 @@ import click
 
 from aggregates import Activation, Instance, InstanceKind, InstanceStatus
 from incarnate import _inspect
-from incarnate._command import CommandError, CommandFailed
 from incarnate.cli._output import emit_json, moment, note, out, table, when
 from incarnate.cli._output import tree as print_tree
 from incarnate.cli._store import (
@@ -28,6 +27,7 @@ from incarnate.cli._store import (
     slot,
     store_options,
 )
+from incarnate.errors import CommandError, CommandFailed
 from projections import Checkpoint, CheckpointError, ListingRow, render_timeline
 from projections import timeline as timeline_of
 from statechart import JsonValue

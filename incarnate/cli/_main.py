@@ -36,8 +36,6 @@ from incarnate._command import (
     DEBUG_VARIABLE,
     INTERRUPTED,
     USAGE_ERROR,
-    CommandError,
-    CommandFailed,
     chart_problems,
     redact,
 )
@@ -48,6 +46,7 @@ from incarnate.cli._recovering import recover
 from incarnate.cli._tools import demo, diagram
 from incarnate.cli._worker import worker
 from incarnate.console import command as console_command
+from incarnate.errors import CommandError, CommandFailed
 from statechart.errors import ChartInvalid, IncarnateError
 
 _COMMAND = "incarnate.command"

@@ -17,8 +17,6 @@ from uuid import UUID
 import click
 
 from aggregates import InstanceStatus
-from incarnate._command import CommandError, CommandFailed
-from incarnate._recovery import MigrationRejected
 from incarnate.cli._operating import unparked
 from incarnate.cli._output import StatusLine, emit_json, out, table
 from incarnate.cli._store import (
@@ -30,6 +28,7 @@ from incarnate.cli._store import (
     opened,
     store_options,
 )
+from incarnate.errors import CommandError, CommandFailed, MigrationRejected
 from projections import CheckpointError
 from statechart import JsonValue
 

@@ -9,7 +9,7 @@ import click
 
 from aggregates import Instance, InstanceStatus
 from aggregates.errors import CorruptRecord
-from incarnate._command import CommandError, CommandFailed, EventNotTaken, parse_json_option
+from incarnate._command import parse_json_option
 from incarnate._engine import Engine
 from incarnate._handles import receipt_for_key
 from incarnate._inspect import check_event
@@ -24,7 +24,7 @@ from incarnate.cli._store import (
     require_root,
     store_options,
 )
-from incarnate.errors import EngineError, UnknownInstance
+from incarnate.errors import CommandError, CommandFailed, EngineError, EventNotTaken, UnknownInstance
 from projections import Checkpoint, CheckpointError
 from statechart import JsonValue
 

@@ -14,10 +14,10 @@ import time
 import attrs
 import click
 
-from incarnate._command import CommandError
 from incarnate._runners import ThreadedRunner
 from incarnate.cli._output import StatusLine, emit_json, out, when
 from incarnate.cli._store import StoreOptions, json_option, opened, store_options
+from incarnate.errors import CommandError
 from statechart import JsonValue
 
 RECOVER_WAIT = 30.0

@@ -27,13 +27,20 @@ from eventsourcing.persistence import PersistenceError
 
 from aggregates import Instance
 from aggregates.errors import DecodeError, InvalidCommand
-from incarnate._command import CommandError, CommandFailed, chart_problems, hide, load_object, load_scxml
+from incarnate._command import chart_problems, hide, load_object, load_scxml
 from incarnate._engine import Engine
 from incarnate._migration import parse_mapping
 from incarnate._runners import Runner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
-from incarnate.errors import EngineError, InstanceTerminated, StorageError, UnknownInstance
+from incarnate.errors import (
+    CommandError,
+    CommandFailed,
+    EngineError,
+    InstanceTerminated,
+    StorageError,
+    UnknownInstance,
+)
 from projections import CheckpointError
 from statechart import Chart, JsonValue, Registry
 from statechart.errors import ChartInvalid, CodecError

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from incarnate._command import CommandError, load_chart
+from incarnate._command import load_chart
 from incarnate._demo import DEFAULT_DB, run_demo
+from incarnate.errors import CommandError
 from statechart import Chart, to_dot, to_mermaid
 
 _RENDERERS: dict[str, Callable[[Chart[object]], str]] = {"mermaid": to_mermaid, "dot": to_dot}

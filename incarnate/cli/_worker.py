@@ -19,12 +19,13 @@ import time
 
 import click
 
-from incarnate._command import CommandError, redact
+from incarnate._command import redact
 from incarnate._engine import Engine
 from incarnate._manager import RecoverySettings
 from incarnate._runners import ThreadedRunner
 from incarnate._worker import Worker
 from incarnate.cli._store import DB_HELP, command_storage, load_charts, load_tasks
+from incarnate.errors import CommandError
 from statechart.errors import ChartInvalid
 
 _STANDARD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}

@@ -16,11 +16,11 @@ import socket
 
 import click
 
-from incarnate._command import CommandError, CommandFailed, redact
+from incarnate._command import redact
 from incarnate.cli._store import DB_HELP, StoreOptions, opened
 from incarnate.console._host import allowed_host
 from incarnate.console._security import TOKEN_VARIABLE, binding_problem, token_problem
-from incarnate.errors import ConfigurationError
+from incarnate.errors import CommandError, CommandFailed, ConfigurationError
 
 
 def listen(host: str, port: int) -> socket.socket:

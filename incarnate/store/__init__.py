@@ -6,8 +6,9 @@ place, :meth:`incarnate.Storage.open`; everything else talks to the
 contract suite in ``tests/contract/``.
 """
 
+from incarnate.errors import UnreadableRow
 from incarnate.store._memory import forget_memory_store
-from incarnate.store._port import Change, Coordination, Heartbeat, Lease, ListingTables, Store, UnreadableRow
+from incarnate.store._port import Change, Coordination, Heartbeat, Lease, ListingTables, Store
 
 __all__ = [
     "forget_memory_store",

@@ -22,18 +22,10 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
-from incarnate.errors import StorageError
 from projections import ListingRow
 
 Change = tuple[int, ListingRow]
 """A listing row to write, with its insertion sequence (used only when the row is new)."""
-
-
-class UnreadableRow(StorageError):
-    """A stored listing row (or the position) does not read back; the listing rebuilds itself from the log."""
-
-    def __init__(self, key: object, error: Exception) -> None:
-        super().__init__(f"listing row {key}: {type(error).__name__}: {error}")
 
 
 @attrs.frozen

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from incarnate.store._port import UnreadableRow
+from incarnate.errors import UnreadableRow
 from projections import ListingRow
 
 POSTGRES_FACTORY = "incarnate.store._postgres:Factory"

@@ -8,8 +8,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from aggregates import BirthFacts, Instance, InstanceKind, InstanceStatus, Provenance, Ref, Settlement
-from incarnate import DeterministicRunner, Engine, VirtualClock
-from incarnate._recovery import MigrationRejected
+from incarnate import DeterministicRunner, Engine, MigrationRejected, VirtualClock
 from incarnate.testing import restart
 from projections import Checkpoint
 from statechart import Chart, RetryPolicy, done_invoke_event, final, invoke, start, state, transition
