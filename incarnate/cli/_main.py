@@ -30,7 +30,7 @@ from typing import Any
 
 import click
 
-from incarnate._command import (
+from incarnate.cli._common import (
     BROKEN_PIPE,
     BUG,
     DEBUG_VARIABLE,

@@ -9,10 +9,10 @@ import click
 
 from aggregates import Instance, InstanceStatus
 from aggregates.errors import CorruptRecord
-from incarnate._command import parse_json_option
 from incarnate._engine import Engine
 from incarnate._handles import receipt_for_key
 from incarnate._inspect import check_event
+from incarnate.cli._common import parse_json_option
 from incarnate.cli._output import emit_json, note, out
 from incarnate.cli._store import (
     StoreOptions,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from incarnate._command import load_chart
 from incarnate._demo import DEFAULT_DB, run_demo
+from incarnate.cli._common import load_chart
 from incarnate.errors import CommandError
 from statechart import Chart, to_dot, to_mermaid
 

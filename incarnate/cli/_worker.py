@@ -19,11 +19,11 @@ import time
 
 import click
 
-from incarnate._command import redact
 from incarnate._engine import Engine
 from incarnate._manager import RecoverySettings
 from incarnate._runners import ThreadedRunner
 from incarnate._worker import Worker
+from incarnate.cli._common import redact
 from incarnate.cli._store import DB_HELP, command_storage, load_charts, load_tasks
 from incarnate.errors import CommandError
 from statechart.errors import ChartInvalid
@@ -35,7 +35,7 @@ LEVELS = ("debug", "info", "warning", "error")
 class LineFormatter(logging.Formatter):
     """One line per record: time, level, logger, message, then its structured fields as ``key=value``.
 
-    A store password given to :func:`incarnate._command.hide` is shown as ``***``.
+    A store password given to :func:`incarnate.cli._common.hide` is shown as ``***``.
     """
 
     def format(self, record: logging.LogRecord) -> str:

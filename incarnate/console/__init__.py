@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from incarnate.console._cli import command
+from incarnate.console._serve import command
 
 if TYPE_CHECKING:
     from incarnate.console._app import create_app

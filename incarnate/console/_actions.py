@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from aggregates import InstanceStatus
-from incarnate._command import parse_json_option, redact
 from incarnate._engine import Engine
+from incarnate.cli._common import parse_json_option, redact
 from incarnate.console._console import Console, enabled, instance_id_of, shape_of
 from incarnate.console._migrate import apply_migration, parse_mapping
 from incarnate.console._security import CSRF_FIELD

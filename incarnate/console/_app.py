@@ -21,8 +21,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from incarnate._command import hide, redact
 from incarnate._storage import Storage
+from incarnate.cli._common import hide, redact
 from incarnate.console._actions import (
     cancel_action,
     migrate_action,

@@ -38,11 +38,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from incarnate._command import redact
 from incarnate._engine import Engine
 from incarnate._inspect import enabled_events, iso, shape_events
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
+from incarnate.cli._common import redact
 from incarnate.console._security import CSRF_FIELD, Refused, Secrets
 from statechart import Chart, JsonValue, Shape
 

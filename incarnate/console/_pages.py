@@ -16,7 +16,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from aggregates import InstanceKind, InstanceStatus
-from incarnate._command import redact
 from incarnate._engine import Engine
 from incarnate._inspect import (
     STATUSES,
@@ -31,6 +30,7 @@ from incarnate._inspect import (
     tree_events,
     tree_json,
 )
+from incarnate.cli._common import redact
 from incarnate.console._console import (
     DEFAULT_LIMIT,
     MAX_LIMIT,

@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 
 from incarnate.cli import main
 from incarnate.console import create_app
-from incarnate.console._cli import listen
+from incarnate.console._serve import listen
 from tests.console.charts import CHARTS, Store, make_store
 from tests.console.test_console_app import inbox
 from tests.console.test_console_guard import never_serve

@@ -23,8 +23,8 @@ import pytest
 from aggregates import InstanceStatus
 from aggregates.errors import CorruptRecord
 from incarnate import Engine, Storage, VirtualClock
-from incarnate._cli import main
 from incarnate._snapshots import TolerantZlib
+from incarnate.cli import main
 from tests.scenarios import charts
 from tests.stores import storage_for
 from tests.unit.incarnate.sample_charts import TASKS

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from incarnate import Engine, Storage
-from incarnate._cli import CommandError, main
 from incarnate._demo import DEFAULT_DB, demo_store_problem, run_demo
+from incarnate.cli import main
+from incarnate.errors import CommandError
 from tests.scenarios import charts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 
 from aggregates import InstanceStatus
 from incarnate import Engine, Storage, TaskCall
-from incarnate._cli import main
+from incarnate.cli import main
 from statechart import Chart, JsonValue, RetryPolicy, after, final, invoke, state, transition
 
 BACKOFF = 2.0

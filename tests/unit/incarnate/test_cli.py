@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from incarnate._cli import main, root
+from incarnate.cli import main, root
 from statechart import to_dot, to_mermaid
 from tests.unit.incarnate import sample_charts
 
@@ -263,12 +263,12 @@ def test_an_interrupt_exits_130_quietly(capsys: pytest.CaptureFixture[str], make
 
 
 @pytest.mark.slow
-def test_python_dash_m_engine_cli_runs_the_command_line(tmp_path: Path) -> None:
-    """``python -m incarnate._cli`` runs the command line like the installed script (no import cycle)."""
+def test_python_dash_m_incarnate_runs_the_command_line(tmp_path: Path) -> None:
+    """``python -m incarnate`` runs the command line like the installed script (no import cycle)."""
     empty = tmp_path / "store.db"
     empty.write_text("")  # an empty SQLite file: a store with no tables yet
     result = subprocess.run(
-        [sys.executable, "-m", "incarnate._cli", "list", "--db", str(empty)],
+        [sys.executable, "-m", "incarnate", "list", "--db", str(empty)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ import pytest
 
 from aggregates import InstanceStatus, Settlement
 from incarnate import Engine, Storage
-from incarnate._cli import main
+from incarnate.cli import main
 from incarnate.cli._output import StatusLine
 from statechart import Chart, Registry
 from tests.scenarios import charts

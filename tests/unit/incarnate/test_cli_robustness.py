@@ -5,7 +5,7 @@ The cases run in one driver process that imports the command line once and forks
 case; each forked process runs ``sys.exit(main())`` exactly as the installed ``incarnate`` script
 does, exits through the interpreter (its last flush of standard output included), and leaves its
 exit status and standard error for the test to read. A few cases also run through the installed
-script itself and through ``python -m incarnate._cli``.
+script itself and through ``python -m incarnate``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import click
 import pytest
 
 from incarnate import Engine, Storage
-from incarnate._cli import BROKEN_PIPE, BUG, OPERATION_FAILED, USAGE_ERROR, root
+from incarnate.cli import root
+from incarnate.cli._common import BROKEN_PIPE, BUG, OPERATION_FAILED, USAGE_ERROR
 from tests.scenarios import charts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +41,7 @@ import json, os, signal, sys
 
 # Import once what every case imports, as a warm interpreter would have it.
 import eventsourcing.sqlite, tests.scenarios.charts, tests.unit.incarnate.sample_charts
-from incarnate._cli import main
+from incarnate.cli import main
 
 cases = json.loads(sys.stdin.read())
 statuses = [None] * len(cases)
@@ -311,10 +312,10 @@ def test_no_command_prints_a_traceback(stores: Stores, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_installed_entry_points_have_the_same_guard(stores: Stores, tmp_path: Path) -> None:
-    """The console script and ``python -m incarnate._cli`` exit 2 on NaN data and 141 on a closed output."""
+    """The console script and ``python -m incarnate`` exit 2 on NaN data and 141 on a closed output."""
     script = Path(sys.executable).parent / "incarnate"
     entry_points = [[str(script)]] if script.exists() else []
-    entry_points.append([sys.executable, "-m", "incarnate._cli"])
+    entry_points.append([sys.executable, "-m", "incarnate"])
     healthy = stores.fresh("entry-points")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for entry in entry_points:

@@ -18,8 +18,7 @@ import pytest
 
 from aggregates import InstanceStatus
 from incarnate import Engine, Storage, TaskCall
-from incarnate._cli import main
-from incarnate.cli import reference
+from incarnate.cli import main, reference
 from statechart import Chart, JsonValue
 from tests import stores
 from tests.scenarios import charts

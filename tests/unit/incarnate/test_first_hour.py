@@ -12,8 +12,8 @@ import pytest
 
 from aggregates import InstanceStatus
 from incarnate import ConfigurationError, Engine, EngineError, InstanceExists, Storage, ThreadedRunner
-from incarnate._cli import main
 from incarnate._inspect import check_event
+from incarnate.cli import main
 from statechart import Chart, final, invoke, state, transition
 from statechart.errors import ChartInvalid
 from tests.scenarios import charts

@@ -3,9 +3,10 @@
 A command that cannot do what it was asked raises :class:`CommandError`
 (exit status 2); one whose operation failed raises :class:`CommandFailed`
 (exit status 1); both are defined, with every other error, in
-:mod:`incarnate.errors`. :func:`load_object` and :func:`load_chart` import what an
-argument names; :func:`parse_json_option` reads a JSON argument strictly.
-The command modules of :mod:`incarnate.cli` build on this one.
+:mod:`incarnate.errors`. :func:`load_object` and :func:`load_chart` import
+what an argument names; :func:`parse_json_option` reads a JSON argument
+strictly. The command modules of :mod:`incarnate.cli`, and the console's,
+build on this one.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import socket
 
 import click
 
-from incarnate._command import redact
+from incarnate.cli._common import redact
 from incarnate.cli._store import DB_HELP, StoreOptions, opened
 from incarnate.console._host import allowed_host
 from incarnate.console._security import TOKEN_VARIABLE, binding_problem, token_problem
