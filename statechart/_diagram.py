@@ -27,8 +27,8 @@ exits and re-enters the state.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, assert_never
 
 from statechart._chart import ROOT, Chart, CompiledTransition
 from statechart._model import (
@@ -47,6 +47,7 @@ from statechart._model import (
     SendParent,
     Site,
     StateKind,
+    for_every_action,
 )
 
 C = TypeVar("C")
@@ -86,34 +87,77 @@ def _text(expr: object) -> str:
 
 
 def _action(action: Action) -> str:
-    if isinstance(action, Assign):
-        # Assigners default to their __qualname__; the enclosing function adds only noise.
-        return action.name.rpartition("<locals>.")[2]
-    if isinstance(action, Raise):
-        return f"raise({action.event})"
-    if isinstance(action, Send):
-        event = _text(action.event)
-        if action.target is not None:
-            event += f" to {_text(action.target)}"
-        if callable(action.delay):
-            return f"send({event}, delayed)"
-        if action.delay:
-            return f"send({event}, {_seconds(action.delay)})"
-        return f"send({event})"
-    if isinstance(action, If):
-        return "if(" + " | ".join(", ".join(_action(a) for a in b.actions) for b in action.branches) + ")"
-    if isinstance(action, ForEach):
-        return f"foreach({action.item}: " + ", ".join(_action(a) for a in action.actions) + ")"
-    if isinstance(action, Block):
-        return "{" + ", ".join(_action(a) for a in action.actions) + "}"
-    if isinstance(action, Cancel):
-        return f"cancel({_text(action.send_id)})"
-    if isinstance(action, SendParent):
-        return f"send_parent({action.event})"
-    if isinstance(action, SendChild):
-        return f"send_child({action.site}, {action.event})"
-    assert isinstance(action, Log)
+    """An action as a transition label shows it (every action class has a describer: ``_DESCRIBE``)."""
+    return _DESCRIBE[type(action)](action)
+
+
+def _actions(actions: tuple[Action, ...]) -> str:
+    return ", ".join(_action(a) for a in actions)
+
+
+def _describe_assign(action: Assign) -> str:
+    # Assigners default to their __qualname__; the enclosing function adds only noise.
+    return action.name.rpartition("<locals>.")[2]
+
+
+def _describe_send(action: Send) -> str:
+    event = _text(action.event)
+    if action.target is not None:
+        event += f" to {_text(action.target)}"
+    if callable(action.delay):
+        return f"send({event}, delayed)"
+    if action.delay:
+        return f"send({event}, {_seconds(action.delay)})"
+    return f"send({event})"
+
+
+def _describe_raise(action: Raise) -> str:
+    return f"raise({action.event})"
+
+
+def _describe_cancel(action: Cancel) -> str:
+    return f"cancel({_text(action.send_id)})"
+
+
+def _describe_send_parent(action: SendParent) -> str:
+    return f"send_parent({action.event})"
+
+
+def _describe_send_child(action: SendChild) -> str:
+    return f"send_child({action.site}, {action.event})"
+
+
+def _describe_log(action: Log) -> str:
     return f"log({action.label})"
+
+
+def _describe_if(action: If) -> str:
+    return "if(" + " | ".join(_actions(branch.actions) for branch in action.branches) + ")"
+
+
+def _describe_foreach(action: ForEach) -> str:
+    return f"foreach({action.item}: {_actions(action.actions)})"
+
+
+def _describe_block(action: Block) -> str:
+    return "{" + _actions(action.actions) + "}"
+
+
+_DESCRIBE: dict[type[Any], Callable[[Any], str]] = for_every_action(
+    "the diagram (statechart._diagram._DESCRIBE)",
+    {
+        Assign: _describe_assign,
+        Raise: _describe_raise,
+        Send: _describe_send,
+        Cancel: _describe_cancel,
+        SendParent: _describe_send_parent,
+        SendChild: _describe_send_child,
+        Log: _describe_log,
+        If: _describe_if,
+        ForEach: _describe_foreach,
+        Block: _describe_block,
+    },
+)
 
 
 def _label_parts(t: CompiledTransition, *, default: bool = False) -> tuple[str, str]:
@@ -372,16 +416,19 @@ _ANCHOR = {"shape": "point", "style": "invis", "width": "0", "height": "0", "lab
 
 def _dot_state(chart: Chart[C], i: int) -> dict[str, str]:
     """The node attributes of a state that is not drawn as a cluster."""
-    if chart.kind[i] is StateKind.FINAL:
+    kind = chart.kind[i]
+    if kind is StateKind.FINAL:
         return {"shape": "doublecircle", "width": "0.3", "margin": "0.02"}
-    if chart.kind[i] is StateKind.HISTORY:
+    if kind is StateKind.HISTORY:
         return {
             "shape": "circle",
             "label": "H*" if chart.deep[i] else "H",
             "width": "0.3",
             "fixedsize": "true",
         }
-    return {}
+    if kind is StateKind.ATOMIC or kind is StateKind.COMPOUND or kind is StateKind.PARALLEL:
+        return {}  # the default box (a composite state's node is its cluster's anchor)
+    assert_never(kind)
 
 
 def _dot_edge(chart: Chart[C], source: str, target: str, tail: int, head: int, **attributes: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 import attrs
 
@@ -56,6 +56,7 @@ from statechart._model import (
     SendChild,
     SendParent,
     StateKind,
+    for_every_action,
 )
 from statechart._plan import PLAN_LIMIT, Plan, PlanKey, plain, remember, settled
 from statechart._scope import _CURRENT, Scope
@@ -321,34 +322,8 @@ class Run:
                 raise _BlockStopped from error
 
     def perform(self, action: Action, where: str = "", transition: str | None = None) -> None:
-        if type(action) is Assign:
-            result = action.fn(self.context, self.event)
-            if result is not None:
-                expected = self.chart.context_type
-                if not isinstance(result, expected):
-                    raise TypeError(
-                        f"assign {action.name} returned {type(result).__name__}, expected "
-                        f"{expected.__name__} (or None to keep the context)"
-                    )
-                self.context = result
-        elif type(action) is Raise:
-            self.internal.append(Event(action.event, self.data(action.data), EventKind.INTERNAL))
-        elif type(action) is Send:
-            self.send(action)
-        elif type(action) is Cancel:
-            self.cancel_timer(self.text(action.send_id, "cancel's send id"))
-        elif type(action) is SendParent:
-            self.effects.append(SendToParent(Event(action.event, self.data(action.data))))
-        elif type(action) is SendChild:
-            send_to_children(self, action.site, action.key, Event(action.event, self.data(action.data)))
-        elif type(action) is Log:
-            self.effects.append(Logged(action.label, self.data(action.data)))
-        elif type(action) is If:
-            self.branch(action, where, transition)
-        elif type(action) is ForEach:
-            self.foreach(action, where, transition)
-        elif type(action) is Block:
-            self.execute(where, action.actions, transition)
+        """Run one action with its handler (every action class has one: see ``_PERFORM``)."""
+        _PERFORM[type(action)](self, action, where, transition)
 
     def branch(self, action: If, where: str, transition: str | None) -> None:
         """SCXML 4.3: the first branch whose condition holds runs; a raising condition is false (5.9)."""
@@ -359,7 +334,7 @@ class Run:
                     holds = self.chart.index[guard.state] in self.config
                 else:
                     try:
-                        holds = bool(guard(self.context, self.event))  # type: ignore[operator]
+                        holds = bool(guard(self.context, self.event))
                     except Exception as error:  # noqa: BLE001
                         self.fail(where, "if condition", error, transition)
                         holds = False
@@ -475,7 +450,7 @@ class Run:
         if type(guard) is InState:
             return self.chart.index[guard.state] in self.config
         try:
-            return bool(guard(self.context, self.event))  # type: ignore[operator]
+            return bool(guard(self.context, self.event))
         except Exception as error:  # noqa: BLE001 - SCXML 5.9: a failing condition is false
             self.fail(self.chart.ids[t.source], f"guard of {t.label}", error, t.label)
             return False
@@ -690,11 +665,14 @@ class Run:
 
     def in_final(self, s: int) -> bool:
         chart = self.chart
-        if chart.kind[s] is StateKind.COMPOUND:
+        kind = chart.kind[s]
+        if kind is StateKind.COMPOUND:
             return any(chart.kind[c] is StateKind.FINAL and c in self.config for c in chart.children[s])
-        if chart.kind[s] is StateKind.PARALLEL:
+        if kind is StateKind.PARALLEL:
             return all(self.in_final(c) for c in chart.children[s])
-        return False
+        if kind is StateKind.ATOMIC or kind is StateKind.FINAL or kind is StateKind.HISTORY:
+            return False
+        assert_never(kind)
 
     def add_descendants(
         self,
@@ -704,7 +682,8 @@ class Run:
         history_content: dict[int, CompiledTransition],
     ) -> None:
         chart = self.chart
-        if chart.kind[s] is StateKind.HISTORY:
+        kind = chart.kind[s]
+        if kind is StateKind.HISTORY:
             self.saw_history = True
             parent = chart.parent[s]
             stored = self.history.get(s)
@@ -723,7 +702,7 @@ class Run:
                     self.add_ancestors(x, parent, to_enter, default_entry, history_content)
             return
         to_enter.add(s)
-        if chart.kind[s] is StateKind.COMPOUND:
+        if kind is StateKind.COMPOUND:
             default_entry.add(s)
             content = chart.initial_content[s]
             if content is not None:
@@ -734,8 +713,10 @@ class Run:
                 self.add_descendants(x, to_enter, default_entry, history_content)
             for x in chart.initial[s]:
                 self.add_ancestors(x, s, to_enter, default_entry, history_content)
-        elif chart.kind[s] is StateKind.PARALLEL:
+        elif kind is StateKind.PARALLEL:
             self.enter_regions(s, to_enter, default_entry, history_content)
+        elif kind is not StateKind.ATOMIC and kind is not StateKind.FINAL:
+            assert_never(kind)  # an atomic or final state has no descendants to enter
 
     def enter_regions(
         self,
@@ -881,11 +862,86 @@ def _initial_transition(chart: Chart[C]) -> CompiledTransition:
 
 
 def _action_name(action: Action) -> str:
-    if type(action) is Assign:
-        return f"assign {action.name}"
-    if type(action) is ForEach:
-        return "foreach"
-    return type(action).__name__.lower()
+    """How ``error.execution`` names a failing action (stored in events: keep each name stable)."""
+    match action:
+        case Assign():
+            return f"assign {action.name}"
+        case ForEach():
+            return "foreach"
+        case Raise() | Send() | Cancel() | SendParent() | SendChild() | Log() | If() | Block():
+            return type(action).__name__.lower()
+        case _:
+            assert_never(action)
+
+
+# ------------------------------------------------------------ actions
+# One handler per action class, (run, action, where, transition) -> None;
+# ``for_every_action`` refuses the table at import if a class has none.
+
+
+def _perform_assign(run: Run, action: Assign, where: str, transition: str | None) -> None:
+    result = action.fn(run.context, run.event)
+    if result is not None:
+        expected = run.chart.context_type
+        if not isinstance(result, expected):
+            raise TypeError(
+                f"assign {action.name} returned {type(result).__name__}, expected "
+                f"{expected.__name__} (or None to keep the context)"
+            )
+        run.context = result
+
+
+def _perform_raise(run: Run, action: Raise, where: str, transition: str | None) -> None:
+    run.internal.append(Event(action.event, run.data(action.data), EventKind.INTERNAL))
+
+
+def _perform_send(run: Run, action: Send, where: str, transition: str | None) -> None:
+    run.send(action)
+
+
+def _perform_cancel(run: Run, action: Cancel, where: str, transition: str | None) -> None:
+    run.cancel_timer(run.text(action.send_id, "cancel's send id"))
+
+
+def _perform_send_parent(run: Run, action: SendParent, where: str, transition: str | None) -> None:
+    run.effects.append(SendToParent(Event(action.event, run.data(action.data))))
+
+
+def _perform_send_child(run: Run, action: SendChild, where: str, transition: str | None) -> None:
+    send_to_children(run, action.site, action.key, Event(action.event, run.data(action.data)))
+
+
+def _perform_log(run: Run, action: Log, where: str, transition: str | None) -> None:
+    run.effects.append(Logged(action.label, run.data(action.data)))
+
+
+def _perform_if(run: Run, action: If, where: str, transition: str | None) -> None:
+    run.branch(action, where, transition)
+
+
+def _perform_foreach(run: Run, action: ForEach, where: str, transition: str | None) -> None:
+    run.foreach(action, where, transition)
+
+
+def _perform_block(run: Run, action: Block, where: str, transition: str | None) -> None:
+    run.execute(where, action.actions, transition)
+
+
+_PERFORM: dict[type[Any], Callable[[Run, Any, str, str | None], None]] = for_every_action(
+    "the interpreter (statechart._interpreter._PERFORM)",
+    {
+        Assign: _perform_assign,
+        Raise: _perform_raise,
+        Send: _perform_send,
+        Cancel: _perform_cancel,
+        SendParent: _perform_send_parent,
+        SendChild: _perform_send_child,
+        Log: _perform_log,
+        If: _perform_if,
+        ForEach: _perform_foreach,
+        Block: _perform_block,
+    },
+)
 
 
 # ------------------------------------------------------------------ public

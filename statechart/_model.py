@@ -24,8 +24,9 @@ another type raises ``error.execution``).
 from __future__ import annotations
 
 import enum
+import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeAlias, overload
+from typing import Any, Generic, TypeAlias, assert_never, get_args, get_origin, overload
 
 import attrs
 from typing_extensions import TypeVar
@@ -75,6 +76,7 @@ def _callable_name(fn: object) -> str:
     return str(name) if name else type(fn).__name__
 
 
+@typing.final
 @attrs.frozen
 class InState:
     """Guard that holds while ``state`` is in the active configuration (SCXML ``In()``)."""
@@ -82,6 +84,7 @@ class InState:
     state: str
 
 
+@typing.final
 @attrs.frozen
 class Assign(Generic[C]):
     """Replace the context with what ``fn(context, event)`` returns."""
@@ -90,6 +93,7 @@ class Assign(Generic[C]):
     name: str
 
 
+@typing.final
 @attrs.frozen
 class Raise:
     """Put an event on the internal queue (SCXML ``<raise>``)."""
@@ -111,6 +115,7 @@ SEND_TYPES = (SCXML_PROCESSOR, "scxml")
 """The ``type`` values a send accepts (the URI, and its short name)."""
 
 
+@typing.final
 @attrs.frozen
 class Send:
     """Send an event (SCXML ``<send>``, 6.2), optionally after ``delay`` seconds.
@@ -136,6 +141,7 @@ class Send:
     id_location: IdLocation | None = None
 
 
+@typing.final
 @attrs.frozen
 class Cancel:
     """Withdraw a pending :class:`Send` by its id (SCXML ``<cancel>``, 6.3); the id may be computed."""
@@ -143,6 +149,7 @@ class Cancel:
     send_id: TextExpr
 
 
+@typing.final
 @attrs.frozen
 class SendParent:
     """Send an event to the parent instance that invoked this one."""
@@ -151,6 +158,7 @@ class SendParent:
     data: DataExpr[Any] = None
 
 
+@typing.final
 @attrs.frozen
 class SendChild:
     """Send an event to the live child of ``site`` (one member, or all when ``key`` is None)."""
@@ -161,6 +169,7 @@ class SendChild:
     key: str | None = None
 
 
+@typing.final
 @attrs.frozen
 class Log:
     """Emit a log record (``label`` and data) as an effect."""
@@ -177,6 +186,7 @@ class Branch(Generic[C]):
     actions: tuple[Action[C], ...]
 
 
+@typing.final
 @attrs.frozen
 class If(Generic[C]):
     """Conditional actions (SCXML ``<if>``/``<elseif>``/``<else>``, 4.3).
@@ -202,6 +212,7 @@ Binder: TypeAlias = "Callable[[Any, str, JsonValue], Any]"
 """Sets one variable: ``(context, name, value) -> new context`` (``foreach`` item and index)."""
 
 
+@typing.final
 @attrs.frozen
 class ForEach(Generic[C]):
     """Run actions once per item of a collection (SCXML ``<foreach>``, 4.6).
@@ -220,6 +231,7 @@ class ForEach(Generic[C]):
     bind: Binder = _bind_attribute
 
 
+@typing.final
 @attrs.frozen
 class Block(Generic[C]):
     """A block of executable content of its own (SCXML 4.9): an error inside stops this block only.
@@ -233,9 +245,63 @@ class Block(Generic[C]):
 
 
 Action: TypeAlias = (
-    "Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log | If[C] | ForEach[C] | Block[C]"
+    Assign[C] | Raise | Send | Cancel | SendParent | SendChild | Log | If[C] | ForEach[C] | Block[C]
 )
-"""An action of a chart whose context is ``C``."""
+"""An action of a chart whose context is ``C``: a closed union, one class per kind of executable content.
+
+A new kind is a new class added here; every table of handlers made with
+:func:`for_every_action` (the interpreter's, the diagram's, the SCXML
+dump's) then refuses to import until it handles the new class, and every
+``match`` over actions ends in ``assert_never`` so mypy names the switch
+that misses it.
+"""
+
+ACTION_TYPES: tuple[type[Any], ...] = tuple(get_origin(member) or member for member in get_args(Action))
+"""The action classes, in the order of the :data:`Action` union."""
+
+H = TypeVar("H")
+
+
+def for_every_action(purpose: str, table: Mapping[type[Any], H]) -> dict[type[Any], H]:
+    """``table`` (action class -> handler) once it holds exactly one handler per action class.
+
+    A module builds its table at import, so an action class added to
+    :data:`Action` without its handler fails that import with a
+    ``TypeError`` naming the class and ``purpose``, instead of being
+    skipped at run time.
+    """
+    missing = [cls.__name__ for cls in ACTION_TYPES if cls not in table]
+    extra = [getattr(cls, "__name__", repr(cls)) for cls in table if cls not in ACTION_TYPES]
+    if missing:
+        raise TypeError(
+            f"{purpose} has no handler for the action class(es) {', '.join(missing)}; "
+            "every class of the Action union needs one: add it to the table"
+        )
+    if extra:
+        raise TypeError(
+            f"{purpose} handles {', '.join(extra)}, which the Action union does not hold; "
+            "add the class to statechart._model.Action or remove its handler"
+        )
+    return dict(table)
+
+
+def blocks(action: Action[C]) -> tuple[tuple[Guard[C] | None, tuple[Action[C], ...]], ...]:
+    """The blocks of actions inside ``action``, each with the condition it runs under (``None``: none).
+
+    An ``if`` has one per branch (its ``else`` unconditioned), a ``foreach``
+    or a block one; the other actions hold none. Validation walks nested
+    content with this, so an action class that holds none needs nothing there.
+    """
+    match action:
+        case If():
+            return tuple((branch.guard, branch.actions) for branch in action.branches)
+        case ForEach() | Block():
+            return ((None, action.actions),)
+        case Assign() | Raise() | Send() | Cancel() | SendParent() | SendChild() | Log():
+            return ()
+        case _:
+            assert_never(action)
+
 
 ActionLike: TypeAlias = "Action[C] | Assigner[C]"
 """An action, or a bare assigner ``(context, event) -> context | None``."""
@@ -343,13 +409,10 @@ def in_state(state: str) -> InState:
     return InState(state)
 
 
-_ACTION_TYPES = (Assign, Raise, Send, Cancel, SendParent, SendChild, Log, If, ForEach, Block)
-
-
 def _actions(items: Sequence[ActionLike[T]]) -> tuple[Action[T], ...]:
     out: list[Action[T]] = []
     for item in items:
-        if isinstance(item, _ACTION_TYPES):
+        if isinstance(item, ACTION_TYPES):
             out.append(item)
         elif callable(item):
             out.append(Assign(item, _callable_name(item)))

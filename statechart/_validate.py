@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import assert_never
 
 import attrs
 
 from statechart import errors
 from statechart._model import (
     Action,
-    Block,
-    ForEach,
-    If,
     InState,
     SendChild,
     StateKind,
     StateNode,
     Transition,
+    blocks,
 )
 
 STATE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(\.[A-Za-z0-9_\-]+)*$")
@@ -412,18 +411,15 @@ class Validator:
 
     def check_actions(self, where: str, actions: tuple[Action, ...], site_ids: set[str]) -> None:
         for action in actions:
-            if isinstance(action, If):
-                for branch in action.branches:
-                    if isinstance(branch.guard, InState) and branch.guard.state not in self.by_id:
-                        self.add(
-                            errors.UnknownTarget,
-                            where,
-                            f"if condition in_state({branch.guard.state!r}) names no state",
-                            "name an existing state",
-                        )
-                    self.check_actions(where, branch.actions, site_ids)
-            elif isinstance(action, ForEach | Block):
-                self.check_actions(where, action.actions, site_ids)
+            for guard, block in blocks(action):
+                if isinstance(guard, InState) and guard.state not in self.by_id:
+                    self.add(
+                        errors.UnknownTarget,
+                        where,
+                        f"if condition in_state({guard.state!r}) names no state",
+                        "name an existing state",
+                    )
+                self.check_actions(where, block, site_ids)
             if isinstance(action, SendChild) and action.site not in site_ids:
                 self.add(
                     errors.UnknownTarget,
@@ -544,6 +540,8 @@ class Validator:
                 for child in node.children:
                     if child.kind is not StateKind.HISTORY:
                         enter(child.id)
+            elif node.kind is not StateKind.ATOMIC and node.kind is not StateKind.FINAL:
+                assert_never(node.kind)  # an atomic or final state enters nothing below it
             reach_ancestors(state_id)
 
         def reach_ancestors(state_id: str) -> None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import inspect
 import json
 import re
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, assert_never
 from xml.sax.saxutils import escape
 
 from statechart._chart import Chart, NoContext
@@ -40,6 +41,7 @@ from statechart._model import (
     StateNode,
     Transition,
     _callable_name,
+    for_every_action,
 )
 from statechart._validate import _transition_label
 from statechart.errors import ScxmlError
@@ -322,7 +324,7 @@ class _Dumper:
             node.kind is StateKind.COMPOUND
         ):
             self.problem(where, f"a {node.kind.value} state with {len(node.children)} children")
-        tag = {StateKind.PARALLEL: "parallel", StateKind.FINAL: "final"}.get(node.kind, "state")
+        tag = _state_tag(node.kind)
         proper = [child for child in node.children if child.kind is not StateKind.HISTORY]
         initial = " ".join(node.initial) if node.kind is StateKind.COMPOUND and node.initial else None
         element = _Element(tag, id=node.id, initial=None if node.initial_actions else initial)
@@ -528,53 +530,52 @@ class _Dumper:
         for position, action in enumerate(actions):
             if type(action) is Block and not nested and position == len(actions) - 1:
                 self.content(where, action.actions, parent)
-            elif type(action) is Block:
-                self.problem(
-                    where,
-                    "a Block nested in executable content has no SCXML form (each handler is one "
-                    "block, 4.9): give it an <onentry>/<onexit> handler of its own, or inline its actions",
-                )
             else:
                 element = self.action(where, action)
                 if element is not None:
                     parent.add(element)
 
     def action(self, where: str, action: Action[Any]) -> _Element | None:
-        if type(action) is Raise:
-            return self.raise_(where, action)
-        if type(action) is Log:
-            expr = None
-            if callable(action.data):
-                advice = f"log an SCXML expression (LogValue) or a constant, {_FROM_SCXML}"
-                expr = self.expression(where, "log data", action.data, LogValue, advice)
-            elif action.data is not None:
-                expr = self.literal(where, "log data", action.data)
-            return _Element("log", label=action.label or None, expr=expr)
-        if type(action) is Send:
-            return self.send(where, action)
-        if type(action) is Cancel:
-            element = _Element("cancel")
-            self.name(where, element, "sendid", action.send_id)
-            return element
-        if type(action) is If:
-            return self.if_(where, action)
-        if type(action) is ForEach:
-            return self.foreach(where, action)
-        if type(action) is Assign:
-            return self.assign(where, action)
-        if type(action) is SendParent:
-            self.problem(
-                where,
-                f"{_describe(action)} is not written as SCXML; write send({action.event!r}, "
-                "target='#_parent'), which is <send target=\"#_parent\">",
-            )
-        elif type(action) is SendChild:
-            self.problem(
-                where,
-                f"{_describe(action)} is not written as SCXML; write send({action.event!r}, "
-                f"target='#_{action.site}'), which is <send target=\"#_{action.site}\">",
-            )
-        return None
+        """The element of one action, or ``None`` when it has no SCXML form (a problem says why)."""
+        return _DUMP[type(action)](self, where, action)
+
+    def log(self, where: str, action: Log) -> _Element:
+        """``<log label=… expr=…>`` (4.7)."""
+        expr = None
+        if callable(action.data):
+            advice = f"log an SCXML expression (LogValue) or a constant, {_FROM_SCXML}"
+            expr = self.expression(where, "log data", action.data, LogValue, advice)
+        elif action.data is not None:
+            expr = self.literal(where, "log data", action.data)
+        return _Element("log", label=action.label or None, expr=expr)
+
+    def cancel(self, where: str, action: Cancel) -> _Element:
+        """``<cancel sendid=…>`` or ``sendidexpr`` (6.3)."""
+        element = _Element("cancel")
+        self.name(where, element, "sendid", action.send_id)
+        return element
+
+    def send_parent(self, where: str, action: SendParent) -> None:
+        self.problem(
+            where,
+            f"{_describe(action)} is not written as SCXML; write send({action.event!r}, "
+            "target='#_parent'), which is <send target=\"#_parent\">",
+        )
+
+    def send_child(self, where: str, action: SendChild) -> None:
+        self.problem(
+            where,
+            f"{_describe(action)} is not written as SCXML; write send({action.event!r}, "
+            f"target='#_{action.site}'), which is <send target=\"#_{action.site}\">",
+        )
+
+    def nested_block(self, where: str, action: Block[Any]) -> None:
+        """A block inside executable content (one that ends a handler is inlined by :meth:`content`)."""
+        self.problem(
+            where,
+            "a Block nested in executable content has no SCXML form (each handler is one "
+            "block, 4.9): give it an <onentry>/<onexit> handler of its own, or inline its actions",
+        )
 
     def raise_(self, where: str, action: Raise) -> _Element:
         """``<raise>``; with data, the same internal event as ``<send target="#_internal">`` (6.2.4)."""
@@ -725,12 +726,52 @@ class _Dumper:
         )
 
 
+def _state_tag(kind: StateKind) -> str:
+    """The element of each state kind (SCXML 3.3-3.7, 3.10)."""
+    match kind:
+        case StateKind.ATOMIC | StateKind.COMPOUND:
+            return "state"
+        case StateKind.PARALLEL:
+            return "parallel"
+        case StateKind.FINAL:
+            return "final"
+        case StateKind.HISTORY:
+            return "history"
+        case _:
+            assert_never(kind)
+
+
+_DUMP: dict[type[Any], Callable[[_Dumper, str, Any], _Element | None]] = for_every_action(
+    "the SCXML dump (statechart.scxml._dump._DUMP)",
+    {
+        Assign: _Dumper.assign,
+        Raise: _Dumper.raise_,
+        Send: _Dumper.send,
+        Cancel: _Dumper.cancel,
+        SendParent: _Dumper.send_parent,
+        SendChild: _Dumper.send_child,
+        Log: _Dumper.log,
+        If: _Dumper.if_,
+        ForEach: _Dumper.foreach,
+        Block: _Dumper.nested_block,
+    },
+)
+"""How each action class is written (``None``: it has no SCXML form, and a problem was recorded)."""
+
+
 def _describe(action: Action[Any]) -> str:
     """An action as a problem names it: ``assign <name>``, ``Raise('go')``, ``Block``…"""
-    if type(action) is Assign:
-        return f"assign {action.name}"
-    event = getattr(action, "event", None)
-    return type(action).__name__ if event is None else f"{type(action).__name__}({event!r})"
+    match action:
+        case Assign():
+            return f"assign {action.name}"
+        case Raise() | SendParent() | SendChild():
+            return f"{type(action).__name__}({action.event!r})"
+        case Send():
+            return type(action).__name__ if action.event is None else f"Send({action.event!r})"
+        case Cancel() | Log() | If() | ForEach() | Block():
+            return type(action).__name__
+        case _:
+            assert_never(action)
 
 
 def dump(chart: Chart[Any]) -> str:
