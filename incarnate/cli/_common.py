@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from incarnate.errors import CommandError, CommandFailed, EventNotTaken, InvalidJson
 from statechart import Chart, JsonValue, check_json
-from statechart.errors import ChartInvalid
+from statechart.errors import ChartInvalid, IncarnateError
 
 USAGE_ERROR = CommandError.status
 """Exit status for a command that could not run as asked."""
@@ -45,6 +45,12 @@ BROKEN_PIPE = 141
 
 DEBUG_VARIABLE = "INCARNATE_DEBUG"
 """Set this environment variable (to anything but empty or 0) to print the traceback of an error."""
+
+USAGE_CODE = "usage-error"
+"""The code of a bad command line (click's usage errors), which no error class of ours raises."""
+
+BUG_CODE = "internal-error"
+"""The code of an unexpected error: a bug in incarnate (exit status :data:`BUG`)."""
 
 MAX_JSON_DEPTH = 100
 """How deeply lists and objects may nest in a JSON option such as ``--data``."""
@@ -69,6 +75,19 @@ def redact(text: str) -> str:
     for secret in _SECRETS:
         text = text.replace(secret, "***")
     return text
+
+
+def error_code(error: BaseException) -> str:
+    """The code a command's error is reported with: its class's, or the wrapped error's.
+
+    A command wraps an engine error in a :class:`CommandError` to give it an
+    exit status (an unknown instance exits 2, a store error 1); the code is
+    the wrapped error's, so that ``--json`` tells an unknown instance from a
+    bad argument. An error that is not ours is a bug.
+    """
+    while isinstance(error, CommandError) and isinstance(error.__cause__, IncarnateError):
+        error = error.__cause__
+    return type(error).code if isinstance(error, IncarnateError) else BUG_CODE
 
 
 # ------------------------------------------------------------ loading charts

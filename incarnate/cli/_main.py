@@ -17,26 +17,34 @@ project error (an :class:`~statechart.errors.IncarnateError`) is one
 exits 141, as a command killed by ``SIGPIPE`` does; anything else is a bug,
 reported in one line with status 70 (the traceback is printed only when
 ``INCARNATE_DEBUG`` is set). Click runs in its non-standalone mode, so that
-these statuses, not click's own, are the ones a shell sees.
+these statuses, not click's own, are the ones a shell sees. A command line
+with ``--json`` gets its error as one JSON document on standard error
+instead of the line, with the error's stable code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import click
 
 from incarnate.cli._common import (
     BROKEN_PIPE,
     BUG,
+    BUG_CODE,
     DEBUG_VARIABLE,
     INTERRUPTED,
+    USAGE_CODE,
     USAGE_ERROR,
     chart_problems,
+    error_code,
     redact,
 )
 from incarnate.cli._inspecting import list_, parked, plan, show, timeline, tree
@@ -114,11 +122,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Never raises and never prints a traceback (unless ``INCARNATE_DEBUG`` is
     set): every failure is one ``incarnate COMMAND: error: ...`` message on
-    standard error and a documented exit status.
+    standard error and a documented exit status. When the command line asks
+    for ``--json``, the error is one JSON document on standard error instead,
+    carrying the error's stable code (see :func:`error_code`).
     """
-    command: list[str] = []  # filled in once the command line names the command
+    args = sys.argv[1:] if argv is None else list(argv)
+    report = _Report(as_json=_asks_for_json(args))
     try:
-        status = _main(sys.argv[1:] if argv is None else list(argv), command)
+        status = _main(args, report.command)
         _flush_output()  # a closed standard output shows here, not at interpreter exit
     except BrokenPipeError:
         _discard_output()
@@ -126,20 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, click.Abort):
         return INTERRUPTED
     except click.UsageError as err:
-        _usage_error(command, err)
-        return USAGE_ERROR
+        return report.usage_error(err)
     except click.ClickException as err:  # a file option that does not open, say
-        _error(command, err.format_message())
-        return USAGE_ERROR
+        return report.error(err.format_message(), USAGE_CODE, USAGE_ERROR)
     except CommandError as err:
-        _error(command, str(err))
-        return err.status
+        return report.error(str(err), error_code(err), err.status)
     except ChartInvalid as err:
-        _error(command, chart_problems(err))
-        return USAGE_ERROR
+        return report.error(chart_problems(err), error_code(err), USAGE_ERROR)
     except IncarnateError as err:
-        _error(command, str(err) or type(err).__name__)
-        return USAGE_ERROR
+        return report.error(str(err) or type(err).__name__, error_code(err), USAGE_ERROR)
     except Exception as err:  # noqa: BLE001 - the last guard: a bug is one line, never a traceback
         kind = type(err)
         name = (
@@ -147,13 +153,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         detail = " ".join(str(err).split())
         hint = "printed above" if _debug() else f"run it again with {DEBUG_VARIABLE}=1 to print it"
-        _error(
-            command,
+        return report.error(
             f"unexpected {name}{': ' + detail if detail else ''}; this is a bug in incarnate: please "
             f"report it with the command line and the traceback ({hint})",
+            BUG_CODE,
+            BUG,
         )
-        return BUG
     return status
+
+
+def _asks_for_json(args: Sequence[str]) -> bool:
+    """Whether the command line has ``--json`` (before a ``--`` that ends the options)."""
+    options = args[: list(args).index("--")] if "--" in args else args
+    return "--json" in options
 
 
 def _main(args: list[str], command: list[str]) -> int:
@@ -181,34 +193,44 @@ def _debug() -> bool:
     return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
 
 
-def _usage_error(command: list[str], error: click.UsageError) -> None:
-    """The usage of the command the error is about, then the error as one line."""
-    context = error.ctx
-    usage = context.get_usage() if context is not None else ""
-    path = context.command_path.split() if context is not None else ["incarnate", *command]
-    help_option = f"{' '.join(path)} --help"
-    message = error.format_message().rstrip(".")
-    try:
-        if usage:
-            print(usage, file=sys.stderr)
-    except OSError:
-        pass
-    _error(path[1:], f"{message}; see `{help_option}`")
+@attrs.define
+class _Report:
+    """How :func:`main` reports an error: the command being run (noted as click resolves it), and the form."""
 
+    as_json: bool
+    command: list[str] = attrs.Factory(list)
 
-def _error(command: Sequence[str], message: str) -> None:
-    """Print ``message`` as the command's error (after the traceback, when debugging).
+    def usage_error(self, error: click.UsageError) -> int:
+        """The usage of the command the error is about, then the error as one line (status 2)."""
+        context = error.ctx
+        usage = context.get_usage() if context is not None else ""
+        path = context.command_path.split() if context is not None else ["incarnate", *self.command]
+        help_option = f"{' '.join(path)} --help"
+        message = error.format_message().rstrip(".")
+        if usage and not self.as_json:
+            with contextlib.suppress(OSError):
+                print(usage, file=sys.stderr)
+        return self.error(f"{message}; see `{help_option}`", USAGE_CODE, USAGE_ERROR, command=path[1:])
 
-    A closed standard error loses it silently.
-    """
-    prefix = " ".join(["incarnate", *command])
-    try:
-        if _debug():
-            traceback.print_exc(file=sys.stderr)
-        print(f"{prefix}: error: {redact(message)}", file=sys.stderr)
-        sys.stderr.flush()
-    except OSError:
-        pass
+    def error(self, message: str, code: str, status: int, *, command: Sequence[str] = ()) -> int:
+        """Print ``message`` as the command's error (after the traceback, when debugging); return ``status``.
+
+        With ``--json`` the error is one JSON document, ``{"error": {"code",
+        "message", "exit_status"}}``. A closed standard error loses it silently.
+        """
+        try:
+            if _debug():
+                traceback.print_exc(file=sys.stderr)
+            if self.as_json:
+                document = {"error": {"code": code, "message": redact(message), "exit_status": status}}
+                print(json.dumps(document, indent=2, ensure_ascii=False), file=sys.stderr)
+            else:
+                prefix = " ".join(["incarnate", *(command or self.command)])
+                print(f"{prefix}: error: {redact(message)}", file=sys.stderr)
+            sys.stderr.flush()
+        except OSError:
+            pass
+        return status
 
 
 def _discard_output() -> None:

@@ -43,7 +43,9 @@ async def _act(request: Request, path: str, do: Callable[[Engine, FormData], str
     form = await _form(console, request)
     try:
         message = await console.call(lambda engine: do(engine, form))
-    except (IncarnateError, ValueError, LookupError) as err:
+    except IncarnateError as err:
+        return _back(path, console, "error", f"{err} (code: {err.code})")
+    except (ValueError, LookupError) as err:
         return _back(path, console, "error", str(err))
     return _back(path, console, "ok", message)
 

@@ -10,14 +10,15 @@ unreachable the console answers 503.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -41,9 +42,17 @@ from incarnate.console._pages import (
     instances_table,
     migrate_page,
 )
-from incarnate.console._security import Guard, Refused, Secrets, token_problem
-from incarnate.errors import ConfigurationError
+from incarnate.console._security import (
+    Guard,
+    Refused,
+    Secrets,
+    error_answer,
+    token_problem,
+    wants_json_answer,
+)
+from incarnate.errors import ConfigurationError, StoreUnreachable
 from statechart import Chart
+from statechart.errors import IncarnateError
 
 _HERE = Path(__file__).parent
 
@@ -89,7 +98,12 @@ def create_app(
 
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Refused)
-        return PlainTextResponse(exc.message + "\n", status_code=exc.status, headers=exc.headers)
+        return _answer(request, exc.status, exc.code, exc.message, exc.headers)
+
+    async def unrouted(request: Request, exc: Exception) -> Response:
+        # Starlette's own refusals: an address no route serves (404), a method it does not take (405).
+        assert isinstance(exc, HTTPException)
+        return await refused(request, Refused(exc.status_code, exc.detail, exc.headers))
 
     async def failed(request: Request, exc: Exception) -> Response:
         # The server's log keeps the traceback; the page says what failed, never a password.
@@ -99,8 +113,9 @@ def create_app(
                 f"the console could not reach its store ({what}); check that the database is up "
                 "and reachable, then reload the page"
             )
-            return PlainTextResponse(message + "\n", status_code=503, headers={"retry-after": "5"})
-        return PlainTextResponse(f"the console failed: {what}\n", status_code=500)
+            return _answer(request, 503, StoreUnreachable.code, message, {"retry-after": "5"})
+        code = type(exc).code if isinstance(exc, IncarnateError) else "internal-error"
+        return _answer(request, 500, code, f"the console failed: {what}")
 
     routes = [
         Route("/", instances_page),
@@ -119,9 +134,19 @@ def create_app(
         Mount("/static", app=StaticFiles(directory=_HERE / "static"), name="static"),
     ]
     app = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={Refused: refused, Exception: failed}
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={Refused: refused, HTTPException: unrouted, Exception: failed},
     )
     app.state.console = console
     app.state.templates = environment()
     app.add_middleware(Guard, secrets=secrets, read_only=read_only, hosts=hosts)
     return app
+
+
+def _answer(
+    request: Request, status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> Response:
+    """An error answer: the message and its stable code, as JSON when the request asked for JSON."""
+    body, content_type = error_answer(status, code, message, as_json=wants_json_answer(request.scope))
+    return Response(body, status_code=status, headers=headers, media_type=content_type)

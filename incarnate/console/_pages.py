@@ -49,7 +49,7 @@ from incarnate.console._security import Refused
 from incarnate.errors import UnknownInstance
 from projections import Checkpoint, TreeNode
 from statechart import JsonValue
-from statechart.errors import IncarnateError
+from statechart.errors import IncarnateError, UnknownChart
 
 # ---------------------------------------------------------------- the pages
 
@@ -224,7 +224,7 @@ async def instance_page(request: Request) -> Response:
     try:
         view = await console.read(lambda engine: _instance_view(engine, instance_id))
     except UnknownInstance as err:
-        raise Refused(404, redact(str(err))) from err
+        raise Refused(404, redact(str(err)), code=err.code) from err
     if wants_json(request):
         return json_response(
             {
@@ -249,7 +249,11 @@ def _chart_view(engine: Engine, name: str) -> dict[str, Any]:
                 break
     shape = shape_of(engine, name, fingerprint)
     if shape is None and not counts:
-        raise Refused(404, f"no chart {name!r} is registered with the console or has instances in the store")
+        raise Refused(
+            404,
+            f"no chart {name!r} is registered with the console or has instances in the store",
+            code=UnknownChart.code,
+        )
     parked = sum(
         1 for row in engine.listing.rows(in_flight=True, roots=True) if row.name == name and row.parked
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
@@ -51,14 +52,54 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-class Refused(Exception):
-    """A request the console will not serve: the status, the message and any headers to answer with."""
+REFUSAL_CODES = {
+    400: "bad-request",
+    401: "token-required",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    421: "host-refused",
+    429: "too-many-attempts",
+}
+"""The code of a refusal that names none, by its HTTP status (``docs/reference/errors.md`` lists them)."""
 
-    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+
+class Refused(Exception):
+    """A request the console will not serve: the status, the message, the code and any headers to answer with.
+
+    Private to the console: it never leaves it, but becomes the answer (see
+    :func:`error_answer`). ``code`` is the stable code the answer carries:
+    the engine error's a refusal stands for (``unknown-instance``), else
+    the one :data:`REFUSAL_CODES` gives its status.
+    """
+
+    def __init__(
+        self, status: int, message: str, headers: Mapping[str, str] | None = None, *, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = dict(headers or {})
+        self.code = code or REFUSAL_CODES.get(status, "refused")
+
+
+def wants_json_answer(scope: Scope) -> bool:
+    """Whether an error answer should be JSON: the request asked for ``format=json``, or accepts only JSON."""
+    query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    accept = _headers(scope).get("accept", "").split(";", maxsplit=1)[0].strip().lower()
+    return ("format", "json") in query or accept == "application/json"
+
+
+def error_answer(status: int, code: str, message: str, *, as_json: bool) -> tuple[bytes, str]:
+    """The body and content type of an error answer: the message and the code, as text or JSON.
+
+    JSON: ``{"error": {"code", "message", "status"}}``; text: the message,
+    then a line ``code: CODE``.
+    """
+    if as_json:
+        document = {"error": {"code": code, "message": message, "status": status}}
+        return json.dumps(document, ensure_ascii=False).encode(), "application/json"
+    return f"{message}\n\ncode: {code}\n".encode(), "text/plain; charset=utf-8"
 
 
 def token_problem(token: str | None) -> str | None:
@@ -182,7 +223,7 @@ class Guard:
             if scope["method"] not in ("GET", "HEAD"):
                 self._check_post(scope)
         except Refused as refused:
-            await _plain(send_with_headers, refused.status, refused.message, refused.headers)
+            await _refuse(send_with_headers, refused, as_json=wants_json_answer(scope))
             return
         if redirect is not None:
             await _redirect_with_cookie(send_with_headers, redirect, self.secrets.token or "", scope)
@@ -265,10 +306,11 @@ class Guard:
             )
 
 
-async def _plain(send: Send, status: int, text: str, extra: Mapping[str, str] | None = None) -> None:
-    body = (text + "\n").encode()
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
-    headers += [(key.encode("latin-1"), value.encode("latin-1")) for key, value in (extra or {}).items()]
+async def _refuse(send: Send, refused: Refused, *, as_json: bool) -> None:
+    status = refused.status
+    body, content_type = error_answer(status, refused.code, refused.message, as_json=as_json)
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    headers += [(key.encode("latin-1"), value.encode("latin-1")) for key, value in refused.headers.items()]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="incarnate console"'))
     await send({"type": "http.response.start", "status": status, "headers": headers})

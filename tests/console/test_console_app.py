@@ -143,6 +143,52 @@ def test_unknown_instance_is_404(client: TestClient) -> None:
     assert client.get("/instances/not-an-id").status_code == 404
 
 
+def test_error_answers_carry_a_stable_code(client: TestClient) -> None:
+    """A ``?format=json`` error is ``{"error": {code, message, status}}``; an error page shows the code."""
+    unknown = uuid.uuid4()
+    answer = client.get(f"/instances/{unknown}?format=json")
+    assert (answer.status_code, answer.headers["content-type"]) == (404, "application/json")
+    error = answer.json()["error"]
+    assert (error["code"], error["status"]) == ("unknown-instance", 404)
+    assert error["message"].startswith(f"no instance {unknown} in this store")
+    page = client.get(f"/instances/{unknown}")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/plain")
+    assert f"no instance {unknown}" in page.text and "code: unknown-instance" in page.text
+    by_accept = client.get(f"/instances/{unknown}", headers={"accept": "application/json"})
+    assert by_accept.json()["error"]["code"] == "unknown-instance"
+    cases = {
+        "/charts/nothing?format=json": (404, "unknown-chart"),
+        "/instances/not-an-id?format=json": (404, "not-found"),
+        "/no/such/page?format=json": (404, "not-found"),
+        f"/instances/{unknown}/send?format=json": (405, "method-not-allowed"),
+        "/?limit=0&format=json": (400, "bad-request"),
+    }
+    for url, expected in cases.items():
+        answer = client.get(url)
+        assert (answer.status_code, answer.json()["error"]["code"]) == expected, url
+
+
+def test_guard_refusals_carry_a_code(store: Store) -> None:
+    """The guard's refusals (no token, a wrong one, a foreign Host) carry their code, as JSON if asked."""
+    app = create_app(str(store.path), charts=CHARTS, token="open-sesame-0123456789")
+    with TestClient(app, base_url=ORIGIN) as client:
+        missing = client.get("/?format=json")
+        assert (missing.status_code, missing.json()["error"]["code"]) == (401, "token-required")
+        wrong = client.get("/", headers={"authorization": "Bearer wrong"})
+        assert wrong.status_code == 403 and "code: forbidden" in wrong.text
+    with TestClient(create_app(str(store.path)), base_url="http://evil.example") as client:
+        foreign = client.get("/?format=json")
+        assert (foreign.status_code, foreign.json()["error"]["code"]) == (421, "host-refused")
+
+
+def test_an_action_s_engine_error_is_flashed_with_its_code(client: TestClient, store: Store) -> None:
+    """An action the engine refuses comes back with the message and the engine error's code."""
+    token = csrf(client.get(f"/instances/{store.gate}").text)
+    url = f"/instances/{store.gate}/send"
+    bad = flash_of(client, post(client, url, {"csrf_token": token, "event": "approve", "data": "NaN"}))
+    assert bad.startswith("error:") and "NaN is not a JSON value" in bad and "(code: invalid-json)" in bad
+
+
 def test_pages_without_charts_draw_the_recorded_shapes(store: Store) -> None:
     """Without ``charts`` the console still draws a chart from the shape the store recorded."""
     with TestClient(base_url=ORIGIN, app=create_app(str(store.path))) as client:

@@ -108,7 +108,10 @@ def test_a_store_that_stays_down_answers_503(
     page = client.get(f"/instances/{store.gate}")
     assert page.status_code == 503 and page.headers["retry-after"] == "5"
     assert "could not reach its store" in page.text and "server closed the connection" in page.text
+    assert "code: store-unreachable" in page.text
     assert calls() == READ_ATTEMPTS
+    answer = client.get(f"/instances/{store.gate}?format=json")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (503, "store-unreachable")
     monkeypatch.undo()
     assert client.get("/instances/table").status_code == 200
 

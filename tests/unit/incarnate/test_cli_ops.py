@@ -815,3 +815,91 @@ def test_help_lists_the_operator_commands(capsys: pytest.CaptureFixture[str]) ->
         "recover",
     ):
         assert name in out
+
+
+# ----------------------------------------------------------- errors as JSON
+
+
+def json_error(err: str) -> dict[str, Any]:
+    """The error document a ``--json`` command printed on standard error (and nothing else there)."""
+    document = json.loads(err)
+    assert list(document) == ["error"] and list(document["error"]) == ["code", "message", "exit_status"]
+    error: dict[str, Any] = document["error"]
+    return error
+
+
+def test_an_unknown_instance_is_a_json_error_with_its_code(
+    capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    """``show ID --json`` of an id that names no instance prints the error as JSON: ``unknown-instance``."""
+    unknown = "00000000-0000-4000-8000-000000000000"
+    status, out, err = run(capsys, "show", unknown, "--json", "--db", store.db)
+    assert (status, out) == (2, "")
+    error = json_error(err)
+    assert (error["code"], error["exit_status"]) == ("unknown-instance", 2)
+    assert error["message"].startswith(f"no instance {unknown} in this store")
+
+
+@pytest.mark.parametrize("data", ["NaN", "{oops", "[" * 101 + "]" * 101])
+def test_data_that_is_not_json_is_a_json_error_with_its_code(
+    capsys: pytest.CaptureFixture[str], store: Store, data: str
+) -> None:
+    """``start --data`` that is not JSON data, with ``--json``, is the error ``invalid-json``."""
+    status, out, err = run(
+        capsys, "start", "parent", "--data", data, "--json", "--charts", CHARTS, "--db", store.db
+    )
+    assert (status, out) == (2, "")
+    error = json_error(err)
+    assert (error["code"], error["exit_status"]) == ("invalid-json", 2)
+    assert error["message"].startswith("--data ")
+
+
+def test_a_bad_store_url_is_a_json_configuration_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``--db`` the storage configuration refuses is ``configuration-error``, the engine's own code."""
+    status, out, err = run(capsys, "list", "--json", "--db", "ftp://example.com/store")
+    assert (status, out) == (2, "")
+    error = json_error(err)
+    assert error["code"] == "configuration-error"
+    assert "store URL scheme 'ftp' is not supported" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "exit_status"),
+    [
+        (["list", "--json", "--no-such-option"], "usage-error", 2),  # click's, not ours
+        (["tree", "not-an-id", "--json"], "command-error", 2),  # the command's own refusal
+        (["plan", "00000000-0000-4000-8000-000000000000", "--json"], "command-error", 2),  # no --charts
+    ],
+)
+def test_json_errors_of_the_command_line_itself(
+    capsys: pytest.CaptureFixture[str], store: Store, argv: list[str], code: str, exit_status: int
+) -> None:
+    """A bad command line, and a refusal the command makes itself, have codes of their own."""
+    status, out, err = run(capsys, *argv, "--db", store.db)
+    assert (status, out) == (exit_status, "")
+    error = json_error(err)
+    assert (error["code"], error["exit_status"]) == (code, exit_status)
+
+
+def test_a_failed_operation_keeps_its_status_and_the_cause_s_code(
+    capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    """A ResumePlan that does not validate exits 1 as a failed operation; its code is the checkpoint's."""
+    engine = store.engine()
+    corrupted = engine.instance(store.parent)
+    corrupted.record_settled(corrupted.record.activations[0].ref, Settlement.DONE)  # no such outcome happened
+    engine.save_instances(corrupted)
+    engine.close()
+    status, out, err = run(capsys, "plan", str(store.parent), "--json", "--db", store.db, "--charts", CHARTS)
+    assert (status, out) == (1, "")
+    error = json_error(err)
+    assert (error["code"], error["exit_status"]) == ("checkpoint-omitted-activation", 1)
+    assert "slot team[a]: omitted activation" in error["message"]
+
+
+def test_without_json_an_error_stays_one_line(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """Only ``--json`` turns the error into a document; otherwise it is the one prefixed line."""
+    unknown = "00000000-0000-4000-8000-000000000000"
+    status, _, err = run(capsys, "show", unknown, "--db", store.db)
+    assert status == 2
+    assert err.startswith(f"incarnate show: error: no instance {unknown}") and err.count("\n") == 1
