@@ -7,7 +7,7 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from aggregates._identity import NAMESPACE
-from statechart import Shape
+from statechart.shape import Shape
 
 
 class ChartVersion(Aggregate):

@@ -29,7 +29,8 @@ from eventsourcing.utils import get_topic, resolve_topic
 from aggregates._keyed import SlotData
 from aggregates._records import Activation, Activations
 from aggregates.errors import DecodeError
-from statechart import Effect, make_converter
+from statechart.codec import make_converter
+from statechart.effects import Effect
 
 
 def make_event_converter() -> cattrs.Converter:

@@ -12,7 +12,8 @@ from uuid import UUID, uuid5
 
 import attrs
 
-from statechart import InvokeId, JsonValue
+from statechart import JsonValue
+from statechart.event import InvokeId
 
 NAMESPACE = UUID("6f1c1d1e-6d0b-5b8e-9a57-1c5a0e3c2f10")
 """The uuid5 namespace of child instance ids."""

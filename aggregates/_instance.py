@@ -33,7 +33,9 @@ from aggregates._records import (
 )
 from aggregates._snapshot import InstanceSnapshot
 from aggregates.errors import InvalidCommand
-from statechart import Effect, Event, JsonValue, SnapshotDelta
+from statechart import Event, JsonValue
+from statechart.codec import SnapshotDelta
+from statechart.effects import Effect
 
 
 def _holds(inbox: tuple[Message, ...], seq: int) -> bool:
@@ -237,7 +239,7 @@ class Instance(Aggregate):
 
         ``parts`` holds the encoded top-level fields of the snapshot that
         changed, and ``added``, ``changed`` and ``removed`` the child slots
-        (see :class:`~statechart.SnapshotDelta`): a parent's event carries
+        (see :class:`~statechart.codec.SnapshotDelta`): a parent's event carries
         what changed, never every slot. Events stored before this form carry
         the whole encoded ``snapshot`` instead, and still apply as they did.
         """

@@ -36,7 +36,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from statechart import Chart, Event, NoContext, Snapshot, history, parallel, start, state, step, transition
+from statechart import Chart, Event, NoContext, history, parallel, start, state, step, transition
+from statechart.snapshot import Snapshot
 
 if not __package__:  # run as a file, ``python bench/interpreter.py``: make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

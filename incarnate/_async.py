@@ -30,7 +30,8 @@ from incarnate._recovery import ParkedRoot
 from incarnate._tasks import TaskFunction
 from incarnate.errors import ConfigurationError, EngineError
 from projections import Checkpoint
-from statechart import Chart, Event, JsonValue, Snapshot
+from statechart import Chart, Event, JsonValue
+from statechart.snapshot import Snapshot
 
 P = ParamSpec("P")
 T = TypeVar("T")

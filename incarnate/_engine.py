@@ -72,20 +72,12 @@ from incarnate.errors import (
 from incarnate.store import Coordination, Store
 from incarnate.store import forget_memory_store as forget_named_memory_store
 from projections import Checkpoint, CheckpointUndecodable, resume_plan
-from statechart import (
-    Chart,
-    Event,
-    JsonValue,
-    Registry,
-    Shape,
-    Snapshot,
-    SnapshotCodec,
-    SnapshotDelta,
-    check_json,
-    check_text,
-    error_invoke_event,
-)
+from statechart import Chart, Event, JsonValue, Registry
+from statechart.codec import SnapshotCodec, SnapshotDelta, check_json, check_text
 from statechart.errors import CodecError
+from statechart.event import error_invoke_event
+from statechart.shape import Shape
+from statechart.snapshot import Snapshot
 
 log = logging.getLogger("incarnate.engine")
 
@@ -557,7 +549,7 @@ class Engine(Application[UUID]):
         int, float and bool; an int is accepted for a float) or a str given
         for a collection raises :class:`~statechart.errors.CodecError`.
         """
-        from statechart import context_from_input
+        from statechart.codec import context_from_input
         from statechart.errors import IncarnateError
 
         chart = self._registered_name(chart)

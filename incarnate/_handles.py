@@ -29,7 +29,8 @@ import attrs
 
 from aggregates import Instance, InstanceStatus
 from incarnate.errors import EngineError, InstanceCancelled, InstanceFailed
-from statechart import Ignored, JsonValue
+from statechart import JsonValue
+from statechart.effects import Ignored
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine

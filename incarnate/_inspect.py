@@ -27,8 +27,9 @@ import attrs
 from aggregates import Instance, InstanceKind, InstanceStatus
 from incarnate.errors import UnknownInstance
 from projections import ListingRow, TreeNode, call_tree, timeline
-from statechart import Chart, JsonValue, Shape
+from statechart import Chart, JsonValue
 from statechart.errors import CodecError
+from statechart.shape import Shape
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine

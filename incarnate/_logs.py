@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from aggregates import Instance
-from statechart import ActionFailed, Ignored
+from statechart.effects import ActionFailed, Ignored
 
 STEP = logging.getLogger("incarnate.engine.step")
 BIRTH = logging.getLogger("incarnate.engine.birth")

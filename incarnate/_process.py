@@ -22,36 +22,22 @@ from aggregates import (
 from aggregates.errors import InputMismatch
 from incarnate import _tracing
 from incarnate._work import UnitOfWork, Workshop
-from statechart import (
+from statechart import Chart, Event, JsonValue, fire, start, step, stop
+from statechart.effects import (
     ArmTimer,
     BirthChild,
     CancelChild,
-    Chart,
     Completed,
     Effect,
-    Event,
-    EventKind,
-    InvokeId,
-    JsonValue,
     RejectedEvent,
     ResumeChild,
     RetryChild,
     SendToChild,
     SendToParent,
-    SlotChanges,
-    SlotStatus,
-    Snapshot,
-    Status,
-    child_message_event,
-    done_invoke_event,
-    error_invoke_event,
-    fire,
-    slot_changes,
-    start,
-    step,
-    stop,
 )
 from statechart.errors import CodecError, StepError
+from statechart.event import EventKind, InvokeId, child_message_event, done_invoke_event, error_invoke_event
+from statechart.snapshot import SlotChanges, SlotStatus, Snapshot, Status, slot_changes
 
 PARENT_TYPE = "Instance"
 

@@ -45,17 +45,12 @@ from aggregates.errors import CorruptRecord
 from incarnate._work import UnitOfWork
 from incarnate.errors import EngineError, MigrationRejected, StorageError, TreeHeld, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable
-from statechart import (
-    Chart,
-    Event,
-    Snapshot,
-    StateKind,
-    compare,
-    done_invoke_event,
-    error_invoke_event,
-    snapshot_problems,
-)
+from statechart import Chart, Event
 from statechart.errors import CodecError
+from statechart.event import done_invoke_event, error_invoke_event
+from statechart.model import StateKind
+from statechart.shape import compare
+from statechart.snapshot import Snapshot, snapshot_problems
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
@@ -598,7 +593,7 @@ def migrated_snapshot(
     exist are dropped, as are delayed-transition timers of states no longer
     active. Raises ``ValueError`` listing what still does not fit.
     """
-    from statechart import SnapshotCodec
+    from statechart.codec import SnapshotCodec
 
     index = chart.index
     unknown_targets = [new for new in mapping.values() if new not in index]

@@ -25,7 +25,9 @@ from incarnate import _tracing
 from incarnate._process import Decision
 from incarnate._work import UnitOfWork
 from incarnate.errors import EngineError, LoopGone
-from statechart import JsonValue, check_json, done_invoke_event, error_invoke_event
+from statechart import JsonValue
+from statechart.codec import check_json
+from statechart.event import done_invoke_event, error_invoke_event
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine

@@ -32,7 +32,7 @@ from typing import Any
 from uuid import UUID
 
 from aggregates import Instance, InstanceRecord
-from statechart import ActionFailed
+from statechart.effects import ActionFailed
 
 TRACER_NAME = "incarnate"
 STEP_SPAN = "incarnate.step"

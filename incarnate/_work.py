@@ -25,7 +25,10 @@ from eventsourcing.application import AggregateNotFoundError
 
 from aggregates import Instance
 from incarnate._clock import Clock
-from statechart import Chart, Event, JsonValue, Snapshot, SnapshotDelta, error_invoke_event
+from statechart import Chart, Event, JsonValue
+from statechart.codec import SnapshotDelta
+from statechart.event import error_invoke_event
+from statechart.snapshot import Snapshot
 
 
 class Workshop(Protocol):

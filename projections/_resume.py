@@ -49,8 +49,12 @@ from projections.errors import (
     OmittedActivation,
     ReorderedActivation,
 )
-from statechart import BirthChild, Chart, InvokeId, ResumeChild, Snapshot, SnapshotCodec, check_snapshot
+from statechart import Chart
+from statechart.codec import SnapshotCodec
+from statechart.effects import BirthChild, ResumeChild
 from statechart.errors import CodecError
+from statechart.event import InvokeId
+from statechart.snapshot import Snapshot, check_snapshot
 
 _LIVE = ("running", "retrying")
 

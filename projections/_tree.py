@@ -10,7 +10,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import Instance, InstanceStatus, Ref
-from statechart import ActionFailed
+from statechart.effects import ActionFailed
 
 
 @attrs.frozen

@@ -221,7 +221,7 @@ class SnapshotDelta:
     ``parts`` holds the encoded top-level fields that changed (all of them,
     ``children`` apart, for a first macrostep); the child slots that were
     added, changed or removed are listed apart (see
-    :class:`~statechart.SlotChanges` for the order they apply in), each
+    :class:`~statechart.snapshot.SlotChanges` for the order they apply in), each
     encoded slot naming its own ``site`` and ``key``.
     """
 

@@ -47,7 +47,7 @@ class Plan:
     ``history`` is ``None`` when the macrostep records no history, so that
     the snapshot's own history carries over unchanged. ``ignored`` is true
     when the event took no transition (the step reports it as
-    :class:`~statechart.Ignored`).
+    :class:`~statechart.effects.Ignored`).
     """
 
     __slots__ = ("configuration", "history", "ignored")

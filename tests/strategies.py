@@ -33,29 +33,14 @@ from hypothesis import strategies as st
 
 from aggregates import AncestryFrame, BirthFacts, InstanceKind
 from statechart import (
-    Action,
-    BirthChild,
     Chart,
-    Effect,
     Event,
-    InState,
-    InvokeId,
     JsonValue,
-    ResumeChild,
     RetryPolicy,
-    Site,
-    Snapshot,
-    StateKind,
-    StateNode,
-    Status,
-    Transition,
     after,
     always,
     assign,
     cancel,
-    child_message_event,
-    done_invoke_event,
-    error_invoke_event,
     final,
     fire,
     history,
@@ -73,7 +58,11 @@ from statechart import (
     stop,
     transition,
 )
+from statechart.effects import BirthChild, Effect, ResumeChild
 from statechart.errors import ChartInvalid, RunawayMacrostep, UnreachableState
+from statechart.event import InvokeId, child_message_event, done_invoke_event, error_invoke_event
+from statechart.model import Action, InState, Site, StateKind, StateNode, Transition
+from statechart.snapshot import Snapshot, Status
 
 T_co = TypeVar("T_co", covariant=True)
 F = TypeVar("F", bound=Callable[..., object])

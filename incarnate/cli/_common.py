@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from incarnate.errors import CommandError, CommandFailed, EventNotTaken, InvalidJson
-from statechart import Chart, JsonValue, check_json
+from statechart import Chart, JsonValue
+from statechart.codec import check_json
 from statechart.errors import ChartInvalid, IncarnateError
 
 USAGE_ERROR = CommandError.status

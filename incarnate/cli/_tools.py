@@ -11,7 +11,8 @@ import click
 from incarnate._demo import DEFAULT_DB, run_demo
 from incarnate.cli._common import load_chart
 from incarnate.errors import CommandError
-from statechart import Chart, to_dot, to_mermaid
+from statechart import Chart
+from statechart.diagram import to_dot, to_mermaid
 
 _RENDERERS: dict[str, Callable[[Chart[object]], str]] = {"mermaid": to_mermaid, "dot": to_dot}
 

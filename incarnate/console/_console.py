@@ -44,7 +44,8 @@ from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
 from incarnate.cli._common import redact
 from incarnate.console._security import CSRF_FIELD, Refused, Secrets
-from statechart import Chart, JsonValue, Shape
+from statechart import Chart, JsonValue
+from statechart.shape import Shape
 
 _HERE = Path(__file__).parent
 DEFAULT_LIMIT = 50

@@ -18,7 +18,7 @@ from html import escape
 
 import attrs
 
-from statechart import Shape
+from statechart.shape import Shape
 
 _CHAR = 7.2
 """Approximate width of one character of the 12px monospace label font."""

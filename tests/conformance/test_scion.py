@@ -20,8 +20,9 @@ from typing import Any
 import attrs
 import pytest
 
-from statechart import Chart, Event, Snapshot, due_timers, fire, start, step
+from statechart import Chart, Event, due_timers, fire, start, step
 from statechart.scxml import ScxmlError, load
+from statechart.snapshot import Snapshot
 from tests.conformance.ecmascript import translate_document
 
 CORPUS = Path(__file__).resolve().parent / "scion"

@@ -15,19 +15,11 @@ from collections.abc import Sequence
 
 from hypothesis import example, given, note
 
-from statechart import (
-    BirthChild,
-    CancelChild,
-    Chart,
-    ResumeChild,
-    SlotStatus,
-    SnapshotCodec,
-    StateKind,
-    Status,
-    always,
-    assign,
-    state,
-)
+from statechart import Chart, always, assign, state
+from statechart.codec import SnapshotCodec
+from statechart.effects import BirthChild, CancelChild, ResumeChild
+from statechart.model import StateKind
+from statechart.snapshot import SlotStatus, Status
 from tests.strategies import (
     Call,
     Counter,

@@ -11,7 +11,7 @@ import pytest
 from aggregates import ActivationState, InputMismatch, InstanceStatus, Provenance
 from incarnate import Engine, InstanceTerminated, TaskCall, UnknownInstance, VirtualClock
 from incarnate.testing import CrashPoint, SimulatedCrash, crash_at, restart
-from statechart import done_invoke_event
+from statechart.event import done_invoke_event
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory
 

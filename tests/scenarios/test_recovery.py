@@ -11,7 +11,8 @@ from aggregates import BirthFacts, Instance, InstanceKind, InstanceStatus, Prove
 from incarnate import DeterministicRunner, Engine, MigrationRejected, VirtualClock
 from incarnate.testing import restart
 from projections import Checkpoint
-from statechart import Chart, RetryPolicy, done_invoke_event, final, invoke, start, state, transition
+from statechart import Chart, RetryPolicy, final, invoke, start, state, transition
+from statechart.event import done_invoke_event
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory
 from tests.scenarios.test_durable_instances import count, stored

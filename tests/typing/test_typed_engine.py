@@ -6,7 +6,8 @@ import attrs
 import pytest
 
 from incarnate import Engine, EngineError, Storage
-from statechart import Chart, Event, Snapshot, final, state, transition
+from statechart import Chart, Event, final, state, transition
+from statechart.snapshot import Snapshot
 
 
 @attrs.frozen

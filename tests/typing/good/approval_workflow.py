@@ -9,7 +9,6 @@ from statechart import (
     Chart,
     Event,
     JsonValue,
-    Snapshot,
     after,
     always,
     assign,
@@ -20,6 +19,7 @@ from statechart import (
     state,
     transition,
 )
+from statechart.snapshot import Snapshot
 
 
 @attrs.frozen

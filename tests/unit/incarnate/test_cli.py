@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from incarnate.cli import main, root
-from statechart import to_dot, to_mermaid
+from statechart.diagram import to_dot, to_mermaid
 from tests.unit.incarnate import sample_charts
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -25,8 +25,10 @@ from incarnate._clock import VirtualClock
 from incarnate._process import Decision, decide
 from incarnate._work import UnitOfWork
 from incarnate.errors import Fenced
-from statechart import Chart, Event, Snapshot, SnapshotCodec, SnapshotDelta
+from statechart import Chart, Event
+from statechart.codec import SnapshotCodec, SnapshotDelta
 from statechart.errors import CodecError
+from statechart.snapshot import Snapshot
 from tests.scenarios.charts import KID, PARENT, TIMED
 
 START = 1_000.0

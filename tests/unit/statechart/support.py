@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from statechart import Effect, Logged, StateNode, Transition, log, parallel, state
+from statechart import log, parallel, state
+from statechart.effects import Effect, Logged
+from statechart.model import StateNode, Transition
 
 E = TypeVar("E")
 

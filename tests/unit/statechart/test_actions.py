@@ -6,20 +6,10 @@ import attrs
 import pytest
 
 from statechart import (
-    ActionFailed,
-    ArmTimer,
-    Assign,
-    CancelTimer,
     Chart,
     Event,
-    EventKind,
-    InvokeId,
     JsonValue,
-    Logged,
     NoContext,
-    SendToChild,
-    SendToParent,
-    Timer,
     after,
     assign,
     cancel,
@@ -37,7 +27,10 @@ from statechart import (
     step,
     transition,
 )
+from statechart.effects import ActionFailed, ArmTimer, CancelTimer, Logged, SendToChild, SendToParent
 from statechart.errors import InstanceFinished, StepError, UnknownTimer
+from statechart.event import EventKind, InvokeId, Timer
+from statechart.model import Assign
 from tests.unit.statechart.support import labels, of_type
 
 

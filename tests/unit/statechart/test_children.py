@@ -9,30 +9,12 @@ import attrs
 import pytest
 
 from statechart import (
-    ActionFailed,
-    ArmTimer,
-    BirthChild,
-    CancelChild,
-    CancelTimer,
     Chart,
-    ChildSlot,
     Event,
-    EventKind,
-    InvokeId,
     JsonValue,
-    RejectedEvent,
-    ResumeChild,
-    RetryChild,
     RetryPolicy,
-    SendToChild,
-    SlotStatus,
-    Snapshot,
-    Timer,
     always,
     assign,
-    child_message_event,
-    done_invoke_event,
-    error_invoke_event,
     fire,
     invoke,
     send_child,
@@ -41,7 +23,27 @@ from statechart import (
     step,
     transition,
 )
+from statechart.effects import (
+    ActionFailed,
+    ArmTimer,
+    BirthChild,
+    CancelChild,
+    CancelTimer,
+    RejectedEvent,
+    ResumeChild,
+    RetryChild,
+    SendToChild,
+)
 from statechart.errors import InvalidEvent
+from statechart.event import (
+    EventKind,
+    InvokeId,
+    Timer,
+    child_message_event,
+    done_invoke_event,
+    error_invoke_event,
+)
+from statechart.snapshot import ChildSlot, SlotStatus, Snapshot
 from tests.unit.statechart.support import of_type
 
 C = TypeVar("C")

@@ -10,24 +10,13 @@ import attrs
 import pytest
 
 from statechart import (
-    CONVERTER,
     Chart,
     Event,
-    EventKind,
-    InvokeId,
     JsonValue,
     RetryPolicy,
-    SlotStatus,
-    Snapshot,
-    SnapshotCodec,
-    Status,
-    check_json,
-    context_from_input,
-    error_invoke_event,
     final,
     history,
     invoke,
-    make_converter,
     parallel,
     send,
     start,
@@ -35,7 +24,10 @@ from statechart import (
     step,
     transition,
 )
+from statechart.codec import CONVERTER, SnapshotCodec, check_json, context_from_input, make_converter
 from statechart.errors import CodecError, IncarnateError, InvalidEvent
+from statechart.event import EventKind, InvokeId, error_invoke_event
+from statechart.snapshot import SlotStatus, Snapshot, Status
 
 
 @attrs.frozen

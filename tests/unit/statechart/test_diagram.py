@@ -17,7 +17,6 @@ from statechart import (
     Event,
     NoContext,
     RetryPolicy,
-    StateNode,
     after,
     always,
     assign,
@@ -31,10 +30,10 @@ from statechart import (
     send,
     send_child,
     state,
-    to_dot,
-    to_mermaid,
     transition,
 )
+from statechart.diagram import to_dot, to_mermaid
+from statechart.model import StateNode
 
 
 @attrs.frozen

@@ -6,18 +6,9 @@ import attrs
 import pytest
 
 from statechart import (
-    ActionFailed,
-    CancelChild,
-    CancelTimer,
     Chart,
-    Completed,
     Event,
-    EventKind,
-    InvokeId,
     JsonValue,
-    Logged,
-    Status,
-    Stopped,
     assign,
     final,
     fire,
@@ -32,7 +23,10 @@ from statechart import (
     stop,
     transition,
 )
+from statechart.effects import ActionFailed, CancelChild, CancelTimer, Completed, Logged, Stopped
 from statechart.errors import ChartInvalid, InstanceFinished, StepError, UnknownTimer
+from statechart.event import EventKind, InvokeId
+from statechart.snapshot import Status
 from tests.unit.statechart.support import labels, of_type, traced
 
 

@@ -9,18 +9,11 @@ import attrs
 import pytest
 
 from statechart import (
-    ActionFailed,
-    ArmTimer,
-    Assign,
     Chart,
     Event,
-    EventKind,
-    SendToChild,
-    SendToParent,
     assign,
     block,
     cancel,
-    child_message_event,
     current,
     final,
     foreach,
@@ -36,7 +29,10 @@ from statechart import (
     transition,
 )
 from statechart import fire as fire_timer
+from statechart.effects import ActionFailed, ArmTimer, SendToChild, SendToParent
 from statechart.errors import ChartInvalid, InvalidDefinition
+from statechart.event import EventKind, child_message_event
+from statechart.model import Assign
 
 
 @attrs.frozen

@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from statechart import (
-    Chart,
-    Event,
-    HistoryEntry,
-    NoContext,
-    Snapshot,
-    history,
-    log,
-    parallel,
-    start,
-    state,
-    step,
-    transition,
-)
+from statechart import Chart, Event, NoContext, history, log, parallel, start, state, step, transition
+from statechart.snapshot import HistoryEntry, Snapshot
 from tests.unit.statechart.support import labels, traced
 
 

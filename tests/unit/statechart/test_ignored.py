@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from statechart import Chart, Event, Ignored, final, invoke, start, state, step, transition
+from statechart import Chart, Event, final, invoke, start, state, step, transition
+from statechart.effects import Ignored
 
 
 @attrs.frozen

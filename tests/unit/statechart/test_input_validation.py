@@ -10,20 +10,9 @@ import attrs
 import pytest
 
 from incarnate import Engine, EngineError, Storage, VirtualClock
-from statechart import (
-    ActionFailed,
-    BirthChild,
-    Chart,
-    JsonValue,
-    Registry,
-    SnapshotCodec,
-    context_from_input,
-    final,
-    invoke,
-    start,
-    state,
-    transition,
-)
+from statechart import Chart, JsonValue, Registry, final, invoke, start, state, transition
+from statechart.codec import SnapshotCodec, context_from_input
+from statechart.effects import ActionFailed, BirthChild
 from statechart.errors import CodecError
 from tests.unit.statechart.support import of_type
 

@@ -14,19 +14,9 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from statechart import (
-    Action,
     Chart,
-    Effect,
     Event,
-    InState,
-    InvokeId,
-    Logged,
     NoContext,
-    Snapshot,
-    StateKind,
-    StateNode,
-    Status,
-    Transition,
     always,
     assign,
     final,
@@ -41,7 +31,11 @@ from statechart import (
     step,
     transition,
 )
+from statechart.effects import Effect, Logged
 from statechart.errors import ChartInvalid, RunawayMacrostep, UnreachableState
+from statechart.event import InvokeId
+from statechart.model import Action, InState, StateKind, StateNode, Transition
+from statechart.snapshot import Snapshot, Status
 from tests.strategies import Counter, GuardFunction, below_three, increment, is_even, rebuild
 
 NAMES = ("a", "b", "c", "a.x", "z")

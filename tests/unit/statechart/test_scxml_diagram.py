@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from statechart import to_dot, to_mermaid
+from statechart.diagram import to_dot, to_mermaid
 from statechart.scxml import load
 
 

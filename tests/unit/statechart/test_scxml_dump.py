@@ -16,32 +16,15 @@ from typing import Any, NamedTuple
 import pytest
 
 from statechart import (
-    ActionFailed,
-    BirthChild,
-    Block,
-    Branch,
     Chart,
-    ChildSlot,
-    Effect,
     Event,
-    HistoryEntry,
-    If,
     JsonValue,
-    Logged,
     NoContext,
     RetryPolicy,
-    SendToChild,
-    Site,
-    SlotStatus,
-    Snapshot,
-    Status,
-    Timer,
     after,
     assign,
     block,
     cancel,
-    child_message_event,
-    done_invoke_event,
     due_timers,
     final,
     fire,
@@ -60,9 +43,13 @@ from statechart import (
     step,
     transition,
 )
+from statechart.effects import ActionFailed, BirthChild, Effect, Logged, SendToChild
+from statechart.event import Timer, child_message_event, done_invoke_event
+from statechart.model import Block, Branch, If, Site
 from statechart.scxml import Datamodel, ScxmlError, dump, load
 from statechart.scxml._datamodel import Code
 from statechart.scxml._load import Cond
+from statechart.snapshot import ChildSlot, HistoryEntry, SlotStatus, Snapshot, Status
 
 SESSION = "s"
 

@@ -10,26 +10,11 @@ from typing import Any
 
 import pytest
 
-from statechart import (
-    ActionFailed,
-    BirthChild,
-    Chart,
-    Effect,
-    Event,
-    InvokeId,
-    Logged,
-    Registry,
-    SendToChild,
-    SendToParent,
-    Snapshot,
-    child_message_event,
-    done_invoke_event,
-    due_timers,
-    fire,
-    start,
-    step,
-)
+from statechart import Chart, Event, Registry, due_timers, fire, start, step
+from statechart.effects import ActionFailed, BirthChild, Effect, Logged, SendToChild, SendToParent
+from statechart.event import InvokeId, child_message_event, done_invoke_event
 from statechart.scxml import Datamodel, ScxmlError, load, parse_delay
+from statechart.snapshot import Snapshot
 
 SESSION = "s-1"
 

@@ -2,21 +2,8 @@
 
 from __future__ import annotations
 
-from statechart import (
-    Chart,
-    Compatibility,
-    Event,
-    NoContext,
-    RetryPolicy,
-    SiteShape,
-    StateShape,
-    after,
-    compare,
-    history,
-    invoke,
-    state,
-    transition,
-)
+from statechart import Chart, Event, NoContext, RetryPolicy, after, history, invoke, state, transition
+from statechart.shape import Compatibility, SiteShape, StateShape, compare
 
 
 def yes(context: NoContext, event: Event) -> bool:

@@ -8,20 +8,10 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statechart import (
-    Event,
-    SlotChanges,
-    Snapshot,
-    SnapshotCodec,
-    SnapshotDelta,
-    Status,
-    done_invoke_event,
-    error_invoke_event,
-    fire,
-    slot_changes,
-    start,
-    step,
-)
+from statechart import Event, fire, start, step
+from statechart.codec import SnapshotCodec, SnapshotDelta
+from statechart.event import done_invoke_event, error_invoke_event
+from statechart.snapshot import SlotChanges, Snapshot, Status, slot_changes
 from tests.scenarios import charts
 
 CODEC = SnapshotCodec(charts.PARENT)

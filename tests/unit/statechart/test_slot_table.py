@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statechart import ChildSlot, SlotStatus, Snapshot, Status
 from statechart._snapshot import SlotTable
+from statechart.snapshot import ChildSlot, SlotStatus, Snapshot, Status
 
 KEYS = [("s", key) for key in "abcdefgh"] + [("t", "")]
 

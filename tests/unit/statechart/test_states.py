@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from statechart import (
-    Chart,
-    Event,
-    NoContext,
-    StateKind,
-    Status,
-    final,
-    history,
-    parallel,
-    start,
-    state,
-    step,
-    transition,
-)
+from statechart import Chart, Event, NoContext, final, history, parallel, start, state, step, transition
+from statechart.model import StateKind
+from statechart.snapshot import Status
 from tests.unit.statechart.support import labels, traced, traced_parallel
 
 

@@ -6,13 +6,9 @@ import attrs
 import pytest
 
 from statechart import (
-    ActionFailed,
     Chart,
     Event,
-    EventKind,
-    Ignored,
     NoContext,
-    Snapshot,
     always,
     assign,
     in_state,
@@ -24,7 +20,10 @@ from statechart import (
     step,
     transition,
 )
+from statechart.effects import ActionFailed, Ignored
 from statechart.errors import InvalidEvent
+from statechart.event import EventKind
+from statechart.snapshot import Snapshot
 from tests.unit.statechart.support import labels, of_type, traced, traced_parallel
 
 

@@ -11,8 +11,6 @@ from statechart import (
     Chart,
     Event,
     RetryPolicy,
-    StateKind,
-    StateNode,
     history,
     in_state,
     invoke,
@@ -35,6 +33,7 @@ from statechart.errors import (
     UnreachableState,
     UnstableId,
 )
+from statechart.model import StateKind, StateNode
 
 
 @attrs.frozen

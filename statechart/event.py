@@ -1,0 +1,30 @@
+"""Events and what names them: kinds, child incarnations, timers and the child outcome events.
+
+:class:`Event` and :data:`JsonValue` are also exported by :mod:`statechart`;
+the rest is what an engine needs to route events between instances: the
+:class:`InvokeId` of a child incarnation, the ``done.invoke``,
+``error.invoke`` and child message events it reports to the parent, and the
+:class:`Timer` a snapshot keeps armed.
+"""
+
+from statechart._event import (
+    Event,
+    EventKind,
+    InvokeId,
+    JsonValue,
+    Timer,
+    child_message_event,
+    done_invoke_event,
+    error_invoke_event,
+)
+
+__all__ = [
+    "Event",
+    "EventKind",
+    "InvokeId",
+    "JsonValue",
+    "Timer",
+    "child_message_event",
+    "done_invoke_event",
+    "error_invoke_event",
+]
