@@ -668,9 +668,11 @@ class Instance(Aggregate):
     def claim(self, owner: str, *, previous_incarnation: int | None = None, reason: str) -> int:
         """Make ``owner`` the owner under the next incarnation; returns that incarnation.
 
-        With ``previous_incarnation``, the claim applies only to that
-        incarnation (a compare-and-swap within the aggregate; the save's
-        version check does the same in the store).
+        With ``previous_incarnation``, :class:`InvalidCommand` is raised
+        unless this copy is at that incarnation: a check of the copy in
+        hand, not a compare-and-swap. What fences a concurrent claim is the
+        save's version check in the store (the engine's take-over relies on
+        it alone and passes no ``previous_incarnation``).
         """
         self._require_live("claim")
         current = self.record.incarnation

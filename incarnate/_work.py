@@ -176,7 +176,3 @@ class UnitOfWork:
         """Every aggregate with events to save."""
         touched = [i for i in self.loaded.values() if i is not None and i.pending_events]
         return touched + list(self.created.values())
-
-    def event_count(self) -> int:
-        """How many events the commit holds."""
-        return sum(len(i.pending_events) for i in self.pending())
