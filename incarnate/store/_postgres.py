@@ -30,7 +30,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -56,26 +56,23 @@ from psycopg.rows import DictRow
 
 from incarnate.errors import StorageError, StoreUnreachable
 from incarnate.store import _lean as lean
-from incarnate.store._port import Change, Heartbeat, Lease
+from incarnate.store._port import Heartbeat
 from incarnate.store._sql import (
-    COLUMNS,
     HEARTBEAT_COLUMNS,
+    HEARTBEAT_UPSERT,
     HEARTBEATS_TABLE,
-    IN_FLIGHT_SQL,
     LEASE_COLUMNS,
     LEASES_TABLE,
     POSTGRES_FACTORY,
-    READ_COLUMNS,
     ROWS_TABLE,
-    TRACKING_NAME,
-    TRACKING_TABLE,
-    UPSERT_SET,
-    check_outcome,
-    read_position,
-    read_row,
-    sql_filter,
+    Connection,
+    Dialect,
+    Parameters,
+    SQLCoordination,
+    SQLListingTables,
+    Types,
+    coordination_creation,
 )
-from projections import ListingRow
 
 if TYPE_CHECKING:
     from incarnate._storage import Storage
@@ -446,7 +443,6 @@ def unreachable(storage: Storage, error: BaseException) -> StoreUnreachable:
     return StoreUnreachable(message, host=host, port=port, dbname=dbname, user=user)
 
 
-"""The ``PERSISTENCE_MODULE`` value that selects :class:`Factory`."""
 CHANNEL = "incarnate_events"
 """The channel the recorder NOTIFYs on every insert: the library names it after the events
 table, ``<application name>_events``, and the engine's application is named ``incarnate``."""
@@ -538,8 +534,8 @@ class PostgresStore:
         schema = self.storage.postgres_schema
         return sql.Identifier(schema, name) if schema else sql.Identifier(name)
 
-    def create(self, connection: psycopg.Connection[Any], statements: Sequence[sql.Composed]) -> None:
-        """Run ``statements`` in one transaction holding this schema's creation lock.
+    def create(self, connection: psycopg.Connection[Any], create: Callable[[Connection], None]) -> None:
+        """Run ``create`` in one transaction holding this schema's creation lock.
 
         Concurrent ``CREATE ... IF NOT EXISTS`` in several processes can still
         collide in the catalogue; the transaction advisory lock serialises them.
@@ -548,8 +544,7 @@ class PostgresStore:
             connection.execute(
                 "SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.storage.postgres_schema),)
             )
-            for statement in statements:
-                connection.execute(statement)
+            create(connection)
 
     def listing_tables(self) -> PostgresListingTables:
         """The listing's two tables, through a dedicated connection."""
@@ -616,159 +611,74 @@ class _Connection:
                 self._connection = None
 
 
-class PostgresListingTables:
-    """The listing's rows and tracking position; concurrent writers serialise on the tracking row."""
+class _Postgres(Dialect):
+    """PostgreSQL's spelling: ``%(name)s`` parameters, our tables in the store's schema, native uuids."""
+
+    types = Types(
+        uuid="uuid",
+        text="text",
+        bigint="bigint",
+        integer="integer",
+        boolean="boolean",
+        double="double precision",
+    )
+    _schema = ""
+
+    def mark(self, name: str) -> str:
+        """``%(name)s``."""
+        return f"%({name})s"
+
+    def table(self, name: str) -> str:
+        """The table, quoted, in the store's schema when it names one."""
+        parts = (self._schema, name) if self._schema else (name,)
+        return ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+
+
+class PostgresListingTables(_Postgres, SQLListingTables):
+    """The listing's rows and tracking position, through a dedicated connection."""
 
     errors: tuple[type[Exception], ...] = (psycopg.Error,)
 
     def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-        self._rows = store.table(ROWS_TABLE)
-        self._tracking = store.table(TRACKING_TABLE)
+        self._schema = store.storage.postgres_schema
+        super().__init__()
         self._connection = _Connection(store)
         try:
-            store.create(self._connection.get(), self._creation())
+            store.create(self._connection.get(), self.create)
         except psycopg.Error as error:
             raise StorageError(f"could not open the listing in {store.describe()}: {error}") from error
 
-    def _creation(self) -> list[sql.Composed]:
-        rows, tracking = self._rows, self._tracking
-        return [
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                "id uuid PRIMARY KEY, seq bigint NOT NULL, root uuid NOT NULL, parent uuid, "
-                "kind text NOT NULL, name text NOT NULL, status text NOT NULL, owner text NOT NULL, "
-                "version bigint NOT NULL, has_snapshot boolean NOT NULL, "
-                "changed_at double precision NOT NULL DEFAULT 0)"
-            ).format(rows),
-            # A listing written before rows had a change time gains the column.
-            sql.SQL(
-                "ALTER TABLE {} ADD COLUMN IF NOT EXISTS changed_at double precision NOT NULL DEFAULT 0"
-            ).format(rows),
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (seq)").format(
-                sql.Identifier(f"{ROWS_TABLE}_seq"), rows
-            ),
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (seq) WHERE " + IN_FLIGHT_SQL).format(
-                sql.Identifier(f"{ROWS_TABLE}_in_flight"), rows
-            ),
-            sql.SQL("CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY, position bigint NOT NULL)").format(
-                tracking
-            ),
-            sql.SQL("INSERT INTO {} (name, position) VALUES ({}, 0) ON CONFLICT (name) DO NOTHING").format(
-                tracking, sql.Literal(TRACKING_NAME)
-            ),
-        ]
+    def connection(self) -> psycopg.Connection[Any]:
+        """The dedicated connection (opened again when the server dropped it)."""
+        return self._connection.get()
 
-    def position(self) -> int:
-        """The stored position."""
-        with self._connection.lock:
-            found = (
-                self._connection.get()
-                .execute(
-                    sql.SQL("SELECT position FROM {} WHERE name = %s").format(self._tracking),
-                    (TRACKING_NAME,),
-                )
-                .fetchone()
-            )
-        return 0 if found is None else read_position(found[0])
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        """A transaction on the dedicated connection."""
+        return self._connection.get().transaction()
 
-    def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
-        """The stored rows of ``ids``."""
-        with self._connection.lock:
-            cursor = self._connection.get().execute(
-                sql.SQL("SELECT " + READ_COLUMNS + " FROM {} WHERE id = ANY(%s)").format(self._rows),
-                (list(ids),),
-            )
-            rows = [read_row(_row, values) for values in cursor.fetchall()]
-        return {row.id: row for row in rows}
+    def insert_many(self, statement: str, rows: Sequence[Parameters]) -> None:
+        """``executemany`` on a cursor."""
+        with self._connection.get().cursor() as cursor:
+            cursor.executemany(statement, rows)
 
-    def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
-        """Move the position and upsert the rows in one transaction, or nothing when the position moved."""
-        statement = sql.SQL(
-            "INSERT INTO {} (" + ", ".join(COLUMNS) + ") VALUES (" + ", ".join(["%s"] * len(COLUMNS)) + ") "
-            "ON CONFLICT (id) DO UPDATE SET " + UPSERT_SET
-        ).format(self._rows)
-        with self._connection.lock:
-            connection = self._connection.get()
-            with connection.transaction():
-                # The tracking row is locked first, so concurrent writers queue here and the
-                # later one finds the position moved.
-                cursor = connection.execute(
-                    sql.SQL("UPDATE {} SET position = %s WHERE name = %s AND position = %s").format(
-                        self._tracking
-                    ),
-                    (position, TRACKING_NAME, expected),
-                )
-                if cursor.rowcount != 1:
-                    return False  # leaving the block commits the transaction, which wrote nothing
-                with connection.cursor() as rows:
-                    rows.executemany(
-                        statement,
-                        [
-                            (
-                                row.id,
-                                seq,
-                                row.root,
-                                row.parent,
-                                row.kind,
-                                row.name,
-                                row.status,
-                                row.owner,
-                                row.version,
-                                row.has_snapshot,
-                                row.changed_at,
-                            )
-                            for seq, row in changes
-                        ],
-                    )
-        return True
+    def where_ids(self, ids: Sequence[UUID]) -> Iterator[tuple[str, Parameters]]:
+        """``id = ANY(…)``: one statement for every id."""
+        yield f"id = ANY({self.mark('ids')})", {"ids": list(ids)}
 
-    def select(self, *, in_flight: bool, roots: bool) -> list[ListingRow]:
-        """The rows in insertion order, filtered."""
-        query = (
-            "SELECT "
-            + READ_COLUMNS
-            + " FROM {}"
-            + sql_filter(in_flight=in_flight, roots=roots)
-            + " ORDER BY seq"
+    def add_changed_at(self, connection: Connection) -> None:
+        """``ADD COLUMN IF NOT EXISTS``."""
+        connection.execute(
+            f"ALTER TABLE {self.table(ROWS_TABLE)} "
+            "ADD COLUMN IF NOT EXISTS changed_at double precision NOT NULL DEFAULT 0",
+            {},
         )
-        with self._connection.lock:
-            cursor = self._connection.get().execute(sql.SQL(query).format(self._rows))
-            return [read_row(_row, values) for values in cursor.fetchall()]
-
-    def reset(self) -> None:
-        """Delete every row and move the position back to 0, in one transaction."""
-        with self._connection.lock:
-            connection = self._connection.get()
-            with connection.transaction():
-                connection.execute(sql.SQL("DELETE FROM {}").format(self._rows))
-                connection.execute(
-                    sql.SQL("UPDATE {} SET position = 0 WHERE name = %s").format(self._tracking),
-                    (TRACKING_NAME,),
-                )
 
     def close(self) -> None:
         """Close the connection."""
         self._connection.close()
 
 
-def _row(values: Sequence[Any]) -> ListingRow:
-    row_id, root, parent, kind, name, status, owner, version, has_snapshot, changed_at = values
-    return ListingRow(
-        id=row_id,
-        root=root,
-        parent=parent,
-        kind=kind,
-        name=name,
-        status=status,
-        owner=owner,
-        version=int(version),
-        has_snapshot=bool(has_snapshot),
-        changed_at=float(changed_at),
-    )
-
-
-class PostgresCoordination:
+class PostgresCoordination(_Postgres, SQLCoordination):
     """Heartbeats and leases in tables, leadership by advisory lock, wake-ups by LISTEN.
 
     Four dedicated connections, each opened on first use: one for the
@@ -780,10 +690,14 @@ class PostgresCoordination:
     the recorder notifies on every insert.
     """
 
+    errors: tuple[type[Exception], ...] = (psycopg.Error,)
+
     def __init__(self, store: PostgresStore) -> None:
+        self._schema = store.storage.postgres_schema
+        super().__init__(store.describe())
         self._store = store
-        self._heartbeats = store.table(HEARTBEATS_TABLE)
-        self._leases = store.table(LEASES_TABLE)
+        self._heartbeat_table = store.table(HEARTBEATS_TABLE)
+        self._lease_table = store.table(LEASES_TABLE)
         self._tables = _Connection(store)
         self._beats = _Connection(store)
         self._leader = _Connection(store)
@@ -791,20 +705,25 @@ class PostgresCoordination:
         self._listening = False
         self._held: set[int] = set()
         with self._errors("create the coordination tables"):
-            store.create(
-                self._tables.get(),
-                [
-                    sql.SQL(
-                        'CREATE TABLE IF NOT EXISTS {} (engine_id text PRIMARY KEY, "group" text NOT NULL, '
-                        "beat_at double precision NOT NULL, expires_at double precision NOT NULL)"
-                    ).format(self._heartbeats),
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (root uuid PRIMARY KEY, holder text NOT NULL, "
-                        "expires_at double precision NOT NULL, attempts integer NOT NULL, "
-                        "outcome text NOT NULL, message text NOT NULL)"
-                    ).format(self._leases),
-                ],
-            )
+            store.create(self._tables.get(), self._create)
+
+    def _create(self, connection: Connection) -> None:
+        for statement in coordination_creation(self):
+            connection.execute(statement, {})
+
+    def clock(self) -> str:
+        """The server's ``clock_timestamp()``, in seconds since the epoch."""
+        return _NOW
+
+    def clock_parameters(self) -> Parameters:
+        """None: the clock is the server's."""
+        return {}
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
+        """The tables' connection, under its lock."""
+        with self._tables.lock:
+            yield self._tables.get()
 
     @contextlib.contextmanager
     def _errors(self, doing: str) -> Iterator[None]:
@@ -815,15 +734,10 @@ class PostgresCoordination:
                 f"could not {doing} in {self._store.describe()}: {type(error).__name__}: {error}"
             ) from error
 
-    @contextlib.contextmanager
-    def _query(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
-        with self._tables.lock, self._errors(doing):
-            yield self._tables.get()
-
     def now(self) -> float:
         """The server's ``clock_timestamp()``."""
-        with self._query("read the clock") as connection:
-            found = connection.execute("SELECT " + _NOW).fetchone()
+        with self._tables.lock, self._errors("read the clock"):
+            found = self._tables.get().execute("SELECT " + _NOW).fetchone()
         assert found is not None
         return float(found[0])
 
@@ -831,10 +745,8 @@ class PostgresCoordination:
         """Upsert ``engine_id``'s heartbeat, timed by the server."""
         statement = sql.SQL(
             "INSERT INTO {} (" + HEARTBEAT_COLUMNS + ") SELECT %s, %s, t.now, t.now + %s "
-            "FROM (SELECT " + _NOW + " AS now) AS t "
-            'ON CONFLICT (engine_id) DO UPDATE SET "group" = excluded."group", '
-            "beat_at = excluded.beat_at, expires_at = excluded.expires_at RETURNING beat_at, expires_at"
-        ).format(self._heartbeats)
+            "FROM (SELECT " + _NOW + " AS now) AS t " + HEARTBEAT_UPSERT + " RETURNING beat_at, expires_at"
+        ).format(self._heartbeat_table)
         with self._beats.lock, self._errors("record a heartbeat"):
             found = self._beats.get().execute(statement, (engine_id, group, float(lease))).fetchone()
         assert found is not None
@@ -847,30 +759,9 @@ class PostgresCoordination:
         statement = sql.SQL(
             "UPDATE {} SET beat_at = t.now, expires_at = t.now FROM (SELECT " + _NOW + " AS now) AS t "
             "WHERE engine_id = %s"
-        ).format(self._heartbeats)
+        ).format(self._heartbeat_table)
         with self._beats.lock, self._errors("retire a heartbeat"):
             self._beats.get().execute(statement, (engine_id,))
-
-    def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
-        """Every heartbeat row (of ``group``)."""
-        query = "SELECT " + HEARTBEAT_COLUMNS + " FROM {}" + ("" if group is None else ' WHERE "group" = %s')
-        with self._query("read heartbeats") as connection:
-            rows = connection.execute(
-                sql.SQL(query).format(self._heartbeats), () if group is None else (group,)
-            )
-            found = rows.fetchall()
-        return {r[0]: Heartbeat(r[0], r[1], float(r[2]), float(r[3])) for r in found}
-
-    def is_live(self, engine_id: str) -> bool:
-        """Whether ``engine_id``'s heartbeat has not expired by the server's clock."""
-        with self._query("read a heartbeat") as connection:
-            found = connection.execute(
-                sql.SQL("SELECT expires_at > " + _NOW + " FROM {} WHERE engine_id = %s").format(
-                    self._heartbeats
-                ),
-                (engine_id,),
-            ).fetchone()
-        return found is not None and bool(found[0])
 
     def claim(self, roots: Sequence[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
         """Lease up to ``limit`` free roots to ``holder`` in one transaction.
@@ -884,73 +775,56 @@ class PostgresCoordination:
         if not ordered or limit < 1:
             return []
         won: list[UUID] = []
-        with self._query("claim recovery leases") as connection, connection.transaction():
-            now_row = connection.execute("SELECT " + _NOW).fetchone()
-            assert now_row is not None
-            now = float(now_row[0])
-            lockable = {
-                row[0]: row
-                for row in connection.execute(
-                    sql.SQL(
-                        "SELECT root, expires_at, outcome FROM {} WHERE root = ANY(%s) FOR UPDATE SKIP LOCKED"
-                    ).format(self._leases),
-                    (ordered,),
-                ).fetchall()
-            }
-            existing = {
-                row[0]
-                for row in connection.execute(
-                    sql.SQL("SELECT root FROM {} WHERE root = ANY(%s)").format(self._leases), (ordered,)
-                ).fetchall()
-            }
-            for root in ordered:
-                if len(won) >= limit:
-                    break
-                if root in lockable:
-                    _, expires_at, outcome = lockable[root]
-                    if outcome == "" and float(expires_at) >= now:
-                        continue  # still held
-                    connection.execute(
+        with self._tables.lock, self._errors("claim recovery leases"):
+            connection = self._tables.get()
+            with connection.transaction():
+                now_row = connection.execute("SELECT " + _NOW).fetchone()
+                assert now_row is not None
+                now = float(now_row[0])
+                lockable = {
+                    row[0]: row
+                    for row in connection.execute(
                         sql.SQL(
-                            "UPDATE {} SET holder = %s, expires_at = %s, attempts = attempts + 1, "
-                            "outcome = '', message = '' WHERE root = %s"
-                        ).format(self._leases),
-                        (holder, now + lease, root),
-                    )
-                    won.append(root)
-                elif root not in existing:
-                    inserted = connection.execute(
-                        sql.SQL(
-                            "INSERT INTO {} (" + LEASE_COLUMNS + ") VALUES (%s, %s, %s, 1, '', '') "
-                            "ON CONFLICT (root) DO NOTHING RETURNING root"
-                        ).format(self._leases),
-                        (root, holder, now + lease),
-                    ).fetchone()
-                    if inserted is not None:
+                            "SELECT root, expires_at, outcome FROM {} WHERE root = ANY(%s) "
+                            "FOR UPDATE SKIP LOCKED"
+                        ).format(self._lease_table),
+                        (ordered,),
+                    ).fetchall()
+                }
+                existing = {
+                    row[0]
+                    for row in connection.execute(
+                        sql.SQL("SELECT root FROM {} WHERE root = ANY(%s)").format(self._lease_table),
+                        (ordered,),
+                    ).fetchall()
+                }
+                for root in ordered:
+                    if len(won) >= limit:
+                        break
+                    if root in lockable:
+                        _, expires_at, outcome = lockable[root]
+                        if outcome == "" and float(expires_at) >= now:
+                            continue  # still held
+                        connection.execute(
+                            sql.SQL(
+                                "UPDATE {} SET holder = %s, expires_at = %s, attempts = attempts + 1, "
+                                "outcome = '', message = '' WHERE root = %s"
+                            ).format(self._lease_table),
+                            (holder, now + lease, root),
+                        )
                         won.append(root)
-                # else: another claimer holds the row's lock right now
+                    elif root not in existing:
+                        inserted = connection.execute(
+                            sql.SQL(
+                                "INSERT INTO {} (" + LEASE_COLUMNS + ") VALUES (%s, %s, %s, 1, '', '') "
+                                "ON CONFLICT (root) DO NOTHING RETURNING root"
+                            ).format(self._lease_table),
+                            (root, holder, now + lease),
+                        ).fetchone()
+                        if inserted is not None:
+                            won.append(root)
+                    # else: another claimer holds the row's lock right now
         return won
-
-    def release(self, root: UUID, holder: str, *, outcome: str, message: str = "") -> bool:
-        """End ``holder``'s lease on ``root``."""
-        check_outcome(outcome)
-        with self._query("release a recovery lease") as connection:
-            cursor = connection.execute(
-                sql.SQL(
-                    "UPDATE {} SET outcome = %s, message = %s "
-                    "WHERE root = %s AND holder = %s AND outcome = ''"
-                ).format(self._leases),
-                (outcome, message, root, holder),
-            )
-            return cursor.rowcount == 1
-
-    def leases(self) -> list[Lease]:
-        """Every lease row."""
-        with self._query("read recovery leases") as connection:
-            found = connection.execute(
-                sql.SQL("SELECT " + LEASE_COLUMNS + " FROM {} ORDER BY root").format(self._leases)
-            ).fetchall()
-        return [Lease(r[0], r[1], float(r[2]), int(r[3]), r[4], r[5]) for r in found]
 
     def lead(self, lock_id: int, holder: str) -> bool:
         """Hold the session advisory lock ``lock_id`` on the leader connection (never blocks).
@@ -995,7 +869,7 @@ class PostgresCoordination:
                 "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                 "AND l.classid = %s::bigint::oid AND l.objid = %s::bigint::oid "
                 "AND h.expires_at < " + _NOW
-            ).format(self._heartbeats),
+            ).format(self._heartbeat_table),
             (lock_id >> 32, lock_id & 0xFFFFFFFF),
         ).fetchall()
         if not any(row[0] for row in found):

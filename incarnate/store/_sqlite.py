@@ -14,38 +14,35 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
 from incarnate.errors import ConfigurationError, StorageError
-from incarnate.store._port import Change, Heartbeat, Lease
+from incarnate.store._port import Heartbeat
 from incarnate.store._sql import (
-    COLUMNS,
     HEARTBEAT_COLUMNS,
+    HEARTBEAT_UPSERT,
     HEARTBEATS_TABLE,
-    IN_FLIGHT_SQL,
     LEASE_COLUMNS,
     LEASES_TABLE,
-    READ_COLUMNS,
     ROWS_TABLE,
-    TRACKING_NAME,
-    TRACKING_TABLE,
-    UPSERT_SET,
-    check_outcome,
-    read_position,
-    read_row,
-    sql_filter,
+    Connection,
+    Dialect,
+    Parameters,
+    SQLCoordination,
+    SQLListingTables,
+    Types,
+    coordination_creation,
 )
-from projections import ListingRow
-
-SELECT_MANY_CHUNK = 500
-"""Originators one query of ``select_many`` names at most (SQLite bounds the parameters of a statement)."""
 
 if TYPE_CHECKING:
     from incarnate._storage import Storage
+
+SELECT_MANY_CHUNK = 500
+"""Originators one query of ``select_many`` names at most (SQLite bounds the parameters of a statement)."""
 
 PERSISTENCE_MODULE = "eventsourcing.sqlite"
 LOAD_CHUNK = 500
@@ -158,7 +155,7 @@ def _immediate(connection: sqlite3.Connection) -> Iterator[None]:
     connection.execute("COMMIT")
 
 
-def _open(store: SQLiteStore, what: str, create: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
+def _open(store: SQLiteStore, what: str, create: Callable[[Connection], None]) -> sqlite3.Connection:
     try:
         connection = store.connect()
         with _immediate(connection):
@@ -171,206 +168,135 @@ def _open(store: SQLiteStore, what: str, create: Callable[[sqlite3.Connection], 
     return connection
 
 
-class SQLiteListingTables:
+class _SQLite(Dialect):
+    """SQLite's spelling: ``:name`` parameters, our tables by their plain names, ids as text."""
+
+    types = Types(
+        uuid="TEXT", text="TEXT", bigint="INTEGER", integer="INTEGER", boolean="INTEGER", double="REAL"
+    )
+
+    def mark(self, name: str) -> str:
+        """``:name``."""
+        return f":{name}"
+
+    def table(self, name: str) -> str:
+        """The table's plain name."""
+        return name
+
+    def encode_id(self, value: UUID) -> object:
+        """Ids are stored as text."""
+        return str(value)
+
+
+class SQLiteListingTables(_SQLite, SQLListingTables):
     """The listing's rows and tracking position, two tables in the file."""
 
     errors: tuple[type[Exception], ...] = (sqlite3.Error,)
 
     def __init__(self, store: SQLiteStore) -> None:
-        self._connection = _open(store, "listing", _create_listing)
+        super().__init__()
+        self._connection = _open(store, "listing", self.create)
 
-    def position(self) -> int:
-        """The stored position."""
-        found = self._connection.execute(
-            f"SELECT position FROM {TRACKING_TABLE} WHERE name = ?", (TRACKING_NAME,)
-        ).fetchone()
-        return 0 if found is None else read_position(found[0])
+    def connection(self) -> sqlite3.Connection:
+        """The listing's own connection."""
+        return self._connection
 
-    def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
-        """The stored rows of ``ids``."""
-        keys = [str(row_id) for row_id in ids]
-        found: dict[UUID, ListingRow] = {}
-        for start in range(0, len(keys), LOAD_CHUNK):
-            chunk = keys[start : start + LOAD_CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            cursor = self._connection.execute(
-                f"SELECT {READ_COLUMNS} FROM {ROWS_TABLE} WHERE id IN ({marks})", chunk
-            )
-            for values in cursor.fetchall():  # read whole: a bad row must not leave a statement open
-                row = read_row(_row, values)
-                found[row.id] = row
-        return found
+    def transaction(self) -> contextlib.AbstractContextManager[object]:
+        """An immediate transaction: it waits its turn for the write lock instead of failing."""
+        return _immediate(self._connection)
 
-    def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
-        """Move the position and upsert the rows in one transaction, or nothing when the position moved."""
-        with _immediate(self._connection):
-            cursor = self._connection.execute(
-                f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ? AND position = ?",
-                (position, TRACKING_NAME, expected),
-            )
-            if cursor.rowcount != 1:
-                return False  # nothing was written; committing the empty transaction is harmless
-            self._connection.executemany(
-                f"INSERT INTO {ROWS_TABLE} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-                f"ON CONFLICT (id) DO UPDATE SET {UPSERT_SET}",
-                [
-                    (
-                        str(row.id),
-                        seq,
-                        str(row.root),
-                        None if row.parent is None else str(row.parent),
-                        row.kind,
-                        row.name,
-                        row.status,
-                        row.owner,
-                        row.version,
-                        int(row.has_snapshot),
-                        row.changed_at,
-                    )
-                    for seq, row in changes
-                ],
-            )
-        return True
+    def insert_many(self, statement: str, rows: Sequence[Parameters]) -> None:
+        """``executemany``."""
+        self._connection.executemany(statement, rows)
 
-    def select(self, *, in_flight: bool, roots: bool) -> list[ListingRow]:
-        """The rows in insertion order, filtered."""
-        where = sql_filter(in_flight=in_flight, roots=roots)
-        cursor = self._connection.execute(f"SELECT {READ_COLUMNS} FROM {ROWS_TABLE}{where} ORDER BY seq")
-        return [read_row(_row, values) for values in cursor.fetchall()]
+    def where_ids(self, ids: Sequence[UUID]) -> Iterator[tuple[str, Parameters]]:
+        """``id IN (…)``, up to 500 ids per statement."""
+        for start in range(0, len(ids), LOAD_CHUNK):
+            chunk = {f"id{n}": str(row_id) for n, row_id in enumerate(ids[start : start + LOAD_CHUNK])}
+            yield f"id IN ({', '.join(self.mark(name) for name in chunk)})", chunk
 
-    def reset(self) -> None:
-        """Delete every row and move the position back to 0, in one transaction."""
-        with _immediate(self._connection):
-            self._connection.execute(f"DELETE FROM {ROWS_TABLE}")
-            self._connection.execute(
-                f"UPDATE {TRACKING_TABLE} SET position = 0 WHERE name = ?", (TRACKING_NAME,)
-            )
+    def add_changed_at(self, connection: Connection) -> None:
+        """Add the column when the table lacks it (SQLite has no ADD COLUMN IF NOT EXISTS)."""
+        columns = {
+            values[1] for values in connection.execute(f"PRAGMA table_info({ROWS_TABLE})", {}).fetchall()
+        }
+        if "changed_at" not in columns:
+            connection.execute(f"ALTER TABLE {ROWS_TABLE} ADD COLUMN changed_at REAL NOT NULL DEFAULT 0", {})
 
     def close(self) -> None:
         """Close the connection."""
         self._connection.close()
 
 
-def _create_listing(connection: sqlite3.Connection) -> None:
-    execute = connection.execute
-    execute(
-        f"CREATE TABLE IF NOT EXISTS {ROWS_TABLE} ("
-        "id TEXT PRIMARY KEY, seq INTEGER NOT NULL, root TEXT NOT NULL, parent TEXT, "
-        "kind TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL, owner TEXT NOT NULL, "
-        "version INTEGER NOT NULL, has_snapshot INTEGER NOT NULL, changed_at REAL NOT NULL DEFAULT 0)"
-    )
-    # A listing written before rows had a change time gains the column
-    # (SQLite has no ADD COLUMN IF NOT EXISTS).
-    columns = {values[1] for values in execute(f"PRAGMA table_info({ROWS_TABLE})").fetchall()}
-    if "changed_at" not in columns:
-        execute(f"ALTER TABLE {ROWS_TABLE} ADD COLUMN changed_at REAL NOT NULL DEFAULT 0")
-    execute(f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_seq ON {ROWS_TABLE} (seq)")
-    execute(f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_in_flight ON {ROWS_TABLE} (seq) WHERE {IN_FLIGHT_SQL}")
-    execute(f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
-    execute(
-        f"INSERT INTO {TRACKING_TABLE} (name, position) VALUES (?, 0) ON CONFLICT (name) DO NOTHING",
-        (TRACKING_NAME,),
-    )
-
-
-def _row(values: Sequence[Any]) -> ListingRow:
-    row_id, root, parent, kind, name, status, owner, version, has_snapshot, changed_at = values
-    return ListingRow(
-        id=UUID(row_id),
-        root=UUID(root),
-        parent=None if parent is None else UUID(parent),
-        kind=kind,
-        name=name,
-        status=status,
-        owner=owner,
-        version=int(version),
-        has_snapshot=bool(has_snapshot),
-        changed_at=float(changed_at),
-    )
-
-
-def _create_coordination(connection: sqlite3.Connection) -> None:
-    connection.execute(
-        f"CREATE TABLE IF NOT EXISTS {HEARTBEATS_TABLE} ("
-        'engine_id TEXT PRIMARY KEY, "group" TEXT NOT NULL, beat_at REAL NOT NULL, expires_at REAL NOT NULL)'
-    )
-    connection.execute(
-        f"CREATE TABLE IF NOT EXISTS {LEASES_TABLE} ("
-        "root TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL, "
-        "attempts INTEGER NOT NULL, outcome TEXT NOT NULL, message TEXT NOT NULL)"
-    )
-
-
-class SQLiteCoordination:
+class SQLiteCoordination(_SQLite, SQLCoordination):
     """Heartbeats and leases in the file; the host's clock; always the leader (one host).
 
     SQLite has no notifications: :meth:`wait` sleeps, and the caller polls.
     """
 
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
     def __init__(self, store: SQLiteStore) -> None:
-        self._store = store
+        super().__init__(store.describe())
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._connection = _open(store, "coordination tables", _create_coordination)
+        self._connection = _open(store, "coordination tables", self._create)
+        self._beat = (
+            f"INSERT INTO {HEARTBEATS_TABLE} ({HEARTBEAT_COLUMNS}) "
+            f"VALUES (:engine_id, :group, :beat_at, :expires_at) {HEARTBEAT_UPSERT}"
+        )
+        self._retire = (
+            f"UPDATE {HEARTBEATS_TABLE} SET beat_at = :now, expires_at = :now WHERE engine_id = :engine_id"
+        )
+
+    def _create(self, connection: Connection) -> None:
+        for statement in coordination_creation(self):
+            connection.execute(statement, {})
+
+    def clock(self) -> str:
+        """The ``now`` parameter, from the host's clock."""
+        return ":now"
+
+    def clock_parameters(self) -> Parameters:
+        """The host's clock."""
+        return {"now": self.now()}
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[sqlite3.Connection]:
+        """The coordination's connection, under its lock."""
+        with self._lock:
+            yield self._connection
 
     def now(self) -> float:
         """The host's clock."""
         return time.time()
 
-    @contextlib.contextmanager
-    def _locked(self, doing: str) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._connection
-            except sqlite3.Error as error:
-                raise StorageError(
-                    f"could not {doing} in {self._store.describe()}: {type(error).__name__}: {error}"
-                ) from error
-
     def beat(self, engine_id: str, group: str, lease: float) -> Heartbeat:
         """Upsert ``engine_id``'s heartbeat."""
         now = self.now()
         beat = Heartbeat(engine_id=engine_id, group=group, beat_at=now, expires_at=now + lease)
-        with self._locked("record a heartbeat") as connection:
+        with self.query("record a heartbeat") as connection:
             connection.execute(
-                f"INSERT INTO {HEARTBEATS_TABLE} ({HEARTBEAT_COLUMNS}) VALUES (?, ?, ?, ?) "
-                'ON CONFLICT (engine_id) DO UPDATE SET "group" = excluded."group", '
-                "beat_at = excluded.beat_at, expires_at = excluded.expires_at",
-                (engine_id, group, beat.beat_at, beat.expires_at),
+                self._beat,
+                {
+                    "engine_id": engine_id,
+                    "group": group,
+                    "beat_at": beat.beat_at,
+                    "expires_at": beat.expires_at,
+                },
             )
         return beat
 
     def retire(self, engine_id: str) -> None:
         """Mark ``engine_id``'s heartbeat retired: no lease left from now."""
-        now = self.now()
-        with self._locked("retire a heartbeat") as connection:
-            connection.execute(
-                f"UPDATE {HEARTBEATS_TABLE} SET beat_at = ?, expires_at = ? WHERE engine_id = ?",
-                (now, now, engine_id),
-            )
-
-    def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
-        """Every heartbeat row (of ``group``)."""
-        query = f"SELECT {HEARTBEAT_COLUMNS} FROM {HEARTBEATS_TABLE}"
-        with self._locked("read heartbeats") as connection:
-            if group is None:
-                rows = connection.execute(query).fetchall()
-            else:
-                rows = connection.execute(query + ' WHERE "group" = ?', (group,)).fetchall()
-        return {row[0]: Heartbeat(row[0], row[1], float(row[2]), float(row[3])) for row in rows}
-
-    def is_live(self, engine_id: str) -> bool:
-        """Whether ``engine_id``'s heartbeat has not expired."""
-        with self._locked("read a heartbeat") as connection:
-            found = connection.execute(
-                f"SELECT expires_at FROM {HEARTBEATS_TABLE} WHERE engine_id = ?", (engine_id,)
-            ).fetchone()
-        return found is not None and float(found[0]) > self.now()
+        with self.query("retire a heartbeat") as connection:
+            connection.execute(self._retire, {"engine_id": engine_id, **self.clock_parameters()})
 
     def claim(self, roots: Sequence[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
         """Lease up to ``limit`` free roots to ``holder`` in one immediate transaction."""
         won: list[UUID] = []
-        with self._locked("claim recovery leases") as connection, _immediate(connection):
+        with self.query("claim recovery leases"), _immediate(self._connection):
+            connection = self._connection
             now = self.now()
             for root in dict.fromkeys(roots):
                 if len(won) >= limit:
@@ -390,23 +316,6 @@ class SQLiteCoordination:
                 )
                 won.append(root)
         return won
-
-    def release(self, root: UUID, holder: str, *, outcome: str, message: str = "") -> bool:
-        """End ``holder``'s lease on ``root``."""
-        check_outcome(outcome)
-        with self._locked("release a recovery lease") as connection:
-            cursor = connection.execute(
-                f"UPDATE {LEASES_TABLE} SET outcome = ?, message = ? "
-                "WHERE root = ? AND holder = ? AND outcome = ''",
-                (outcome, message, str(root), holder),
-            )
-            return cursor.rowcount == 1
-
-    def leases(self) -> list[Lease]:
-        """Every lease row."""
-        with self._locked("read recovery leases") as connection:
-            rows = connection.execute(f"SELECT {LEASE_COLUMNS} FROM {LEASES_TABLE} ORDER BY root").fetchall()
-        return [Lease(UUID(r[0]), r[1], float(r[2]), int(r[3]), r[4], r[5]) for r in rows]
 
     def lead(self, lock_id: int, holder: str) -> bool:
         """Always: the processes sharing a SQLite file run on one host, and each may lead."""
