@@ -165,6 +165,7 @@ def measure(storage: Storage, size: int, *, traced: bool = False) -> dict[str, A
 
 def child_main(store: str, size: int, location: str, *, traced: bool = False) -> None:
     """The subprocess: measure one size on one store, print the figures as JSON."""
+    storage: Storage
     if store == "sqlite":
         storage = Storage.sqlite(location)
     else:

@@ -46,7 +46,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import InstanceSnapshot
-from incarnate import DeterministicRunner, Engine, Storage
+from incarnate import DeterministicRunner, Engine, PostgresStorage, SQLiteStorage, Storage
 from incarnate._listing import ROWS_TABLE, TRACKING_TABLE
 from projections import Checkpoint, resume_plan
 from statechart import Chart, Event, JsonValue, RetryPolicy, assign, final, invoke, state, transition
@@ -191,7 +191,8 @@ def sqlite_backend(directory: str) -> Backend:
 
 def drop_sqlite_listing(storage: Storage) -> None:
     """Drop the listing's tables from a SQLite file."""
-    connection = sqlite3.connect(storage.sqlite_path)
+    assert isinstance(storage, SQLiteStorage)
+    connection = sqlite3.connect(storage.path)
     try:
         with connection:
             for table in (ROWS_TABLE, TRACKING_TABLE):
@@ -213,7 +214,8 @@ def postgres_backend() -> Iterator[Backend | None]:
             return postgres.fresh(f"{prefix}_{label}")
 
         def drop_listing(storage: Storage) -> None:
-            postgres.drop_tables(storage.postgres_schema, (ROWS_TABLE, TRACKING_TABLE))
+            assert isinstance(storage, PostgresStorage)
+            postgres.drop_tables(storage.schema, (ROWS_TABLE, TRACKING_TABLE))
 
         yield Backend(
             "postgres",

@@ -17,7 +17,7 @@ from incarnate._ownership import TakeOver
 from incarnate._process import Decision
 from incarnate._recovery import ParkedRoot
 from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
-from incarnate._storage import Storage
+from incarnate._storage import Storage, register_storage
 from incarnate._tasks import TaskCall, TaskFunction
 from incarnate._worker import Worker
 from incarnate.errors import (
@@ -36,6 +36,9 @@ from incarnate.errors import (
     TreeHeld,
     UnknownInstance,
 )
+from incarnate.store._memory import MemoryStorage
+from incarnate.store._postgres_storage import PostgresStorage
+from incarnate.store._sqlite import SQLiteStorage
 
 __all__ = [
     "AsyncEngine",
@@ -54,14 +57,17 @@ __all__ = [
     "InstanceExists",
     "InstanceVerdict",
     "Listing",
+    "MemoryStorage",
     "MigrationRejected",
     "MigrationReport",
     "NotARoot",
     "ParkedRoot",
     "PayloadTooLarge",
+    "PostgresStorage",
     "RecoveryManager",
     "RecoverySettings",
     "Runner",
+    "SQLiteStorage",
     "SendReceipt",
     "StepOutcome",
     "Storage",
@@ -78,4 +84,5 @@ __all__ = [
     "Verdict",
     "VirtualClock",
     "Worker",
+    "register_storage",
 ]

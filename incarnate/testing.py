@@ -26,7 +26,7 @@ import attrs
 
 from aggregates import InstanceRecord
 from incarnate._clock import Clock, VirtualClock
-from incarnate._engine import Engine, forget_memory_store
+from incarnate._engine import Engine
 from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction
@@ -257,7 +257,7 @@ class CommitPoint:
         try:
             self._engine = _CrashedRun(self, self._plan, self._storage).run()
         except BaseException:
-            _drop(self._storage)
+            self._storage.forget()
             self._storage = None
             raise
         return self._engine
@@ -267,7 +267,7 @@ class CommitPoint:
         if engine is not None:
             engine.close()
         if self._storage is not None:
-            _drop(self._storage)
+            self._storage.forget()
             self._storage = None
 
     def check(self) -> None:
@@ -312,7 +312,7 @@ class _Plan:
                 engine.run_until_idle()
                 self.outcomes = outcomes(engine)
         finally:
-            _drop(storage)
+            storage.forget()
 
     def engine(self, storage: Storage) -> Engine:
         return Engine(
@@ -629,11 +629,6 @@ def _memory_storage() -> Storage:
     return Storage.popo(f"commit-points-{uuid.uuid4().hex}")
 
 
-def _drop(storage: Storage) -> None:
-    if storage.kind == "popo":
-        forget_memory_store(storage.memory_name)
-
-
 # ------------------------------------------------------------------ Hypothesis
 
 RESERVED_EVENT_PREFIXES = ("done.", "error.", "retry.invoke.", "after.")
@@ -726,4 +721,4 @@ else:
         yield build
         for engine in built:
             engine.close()
-            _drop(engine.storage)
+            engine.storage.forget()

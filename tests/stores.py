@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from incarnate import Engine, Storage, VirtualClock
-from incarnate._engine import forget_memory_store
 
 STORES = ("popo", "sqlite", "postgres")
 PG_HOST = os.environ.get("INCARNATE_TEST_PGHOST", "127.0.0.1")
@@ -64,11 +63,11 @@ def _execute(user: str, statement: str) -> None:
 def storage_for(kind: str, tmp_path: Path) -> Iterator[Storage]:
     """A fresh, empty store of ``kind``, removed afterwards."""
     if kind == "popo":
-        name = f"test-{uuid.uuid4().hex}"
+        storage = Storage.popo(f"test-{uuid.uuid4().hex}")
         try:
-            yield Storage.popo(name)
+            yield storage
         finally:
-            forget_memory_store(name)
+            storage.forget()
     elif kind == "sqlite":
         yield Storage.sqlite(str(tmp_path / "incarnate.db"))
     elif kind == "postgres":

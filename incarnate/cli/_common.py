@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from incarnate._storage import Storage
 from incarnate.errors import CommandError, CommandFailed, EventNotTaken, InvalidJson
 from statechart import Chart, JsonValue
 from statechart.codec import check_json
@@ -65,10 +66,15 @@ _IMPORT_PATH = re.compile(r"(?P<module>\w+(?:\.\w+)*):(?P<attribute>\w+(?:\.\w+)
 _SECRETS: set[str] = set()
 
 
-def hide(secret: str) -> None:
-    """Never print ``secret`` (a store password): errors and worker logs show it as ``***``."""
-    if secret:
-        _SECRETS.add(secret)
+def hide(secrets: Storage | str) -> None:
+    """Never print a secret: errors and worker logs show it as ``***``.
+
+    Given a :class:`~incarnate.Storage`, every string its ``secrets()``
+    names (a password), whatever the store's kind; else the string itself.
+    """
+    for secret in (secrets,) if isinstance(secrets, str) else secrets.secrets():
+        if secret:
+            _SECRETS.add(secret)
 
 
 def redact(text: str) -> str:

@@ -16,7 +16,6 @@ import contextlib
 import re
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -141,6 +140,9 @@ def _not_run_here(name: str) -> TaskFunction:
 
 # ---------------------------------------------------------- the store
 
+FROM_ENVIRONMENT = "the environment (PERSISTENCE_MODULE and its variables; ./incarnate.db when none is set)"
+"""Where a command's store is named when ``--db`` is not given."""
+
 
 @attrs.frozen
 class StoreOptions:
@@ -154,21 +156,20 @@ class StoreOptions:
 def command_storage(db: str | None, *, existing: bool = True) -> Storage:
     """The store a command's ``--db`` names (a SQLite path or a URL), else the environment's.
 
-    Its password is hidden from every message the command prints. With
-    ``existing``, a SQLite file that does not exist is refused: such a
-    command never creates an empty store.
+    Its secrets (a password) are hidden from every message the command
+    prints. With ``existing``, a store that surely does not exist (a SQLite
+    file that is not there) is refused: such a command never creates an
+    empty store.
     """
     try:
         storage = Storage.from_env() if db is None else Storage.from_url(db)
     except EngineError as err:
         raise CommandError(str(err)) from err
-    hide(storage.postgres_password)
-    where = "the environment (SQLITE_DBNAME, by default ./incarnate.db)" if db is None else "--db"
-    path = storage.sqlite_path
-    if existing and storage.kind == "sqlite" and not path.startswith("file:") and not Path(path).is_file():
-        raise CommandError(
-            f"no store at {path!r} (named by {where}); pass --db PATH naming the SQLite file an engine wrote"
-        )
+    hide(storage)
+    where = "--db" if db is not None else FROM_ENVIRONMENT
+    missing = storage.missing(where) if existing else None
+    if missing is not None:
+        raise CommandError(missing)
     return storage
 
 

@@ -84,7 +84,7 @@ def create_app(
     hosts = HostRule(host, allowed_hosts)
     if isinstance(storage, str):
         storage = Storage.from_url(storage)
-    hide(storage.postgres_password)
+    hide(storage)
     secrets = Secrets(token)
     console = Console(storage, list(charts), read_only=read_only, secrets=secrets)
 

@@ -1,9 +1,10 @@
 """The store port: what the engine needs from where it keeps its events, and one adapter per store.
 
-The store kind (in memory, a SQLite file, PostgreSQL) is decided in one
-place, :meth:`incarnate.Storage.open`; everything else talks to the
-:class:`~incarnate.store._port.Store` it returns. Each adapter passes the
-contract suite in ``tests/contract/``.
+The store kind (in memory, a SQLite file, PostgreSQL, or one of your own)
+is one subclass of :class:`incarnate.Storage`, registered once by
+:func:`incarnate.register_storage`; its ``open()`` returns the
+:class:`~incarnate.store._port.Store` everything else talks to. Each
+adapter passes the contract suite in ``tests/contract/``.
 """
 
 from incarnate.errors import UnreadableRow

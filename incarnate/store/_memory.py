@@ -11,21 +11,83 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 import attrs
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
+from incarnate._limits import MAX_PAYLOAD_VARIABLE
+from incarnate._storage import Storage, optional_setting
 from incarnate.errors import ConfigurationError
 from incarnate.store._port import Change, Heartbeat, Lease
 from incarnate.store._sql import check_outcome
 from projections import ListingRow, select_rows
 
-if TYPE_CHECKING:
-    from incarnate._storage import Storage
-
 PERSISTENCE_MODULE = "eventsourcing.popo"
+SCHEME = "memory"
+
+
+@attrs.frozen
+class MemoryStorage(Storage):
+    """In memory (``eventsourcing``'s POPO recorder): nothing survives the process (tests).
+
+    Engines given the same non-empty ``name`` share one in-memory store, so
+    a test can stop an engine and start a fresh one over the same data; an
+    unnamed store belongs to the engine that opened it.
+    """
+
+    schemes: ClassVar[tuple[str, ...]] = (SCHEME,)
+    modules: ClassVar[tuple[str, ...]] = (PERSISTENCE_MODULE, "popo")
+    url_form: ClassVar[str] = "memory://[NAME] (in this process only)"
+    transactional: ClassVar[bool] = False
+
+    name: str = ""
+
+    @classmethod
+    def parse_url(cls, text: str) -> MemoryStorage:
+        """``memory://`` (a store of its own) or ``memory://NAME`` (shared by name within the process)."""
+        prefix = f"{SCHEME}://"
+        name = text[len(prefix) :] if text.lower().startswith(prefix) else None
+        if name is None or "/" in name or "?" in name:
+            raise ConfigurationError(
+                f"store URL {text!r} is not an in-memory store: write memory:// or memory://NAME"
+            )
+        return cls(name)
+
+    @classmethod
+    def parse_env(cls, env: Mapping[str, str]) -> MemoryStorage:
+        """Only the payload limit: an unnamed store."""
+        return cls(max_payload_bytes=optional_setting(env, MAX_PAYLOAD_VARIABLE))
+
+    def open(self) -> MemoryStore:
+        """The in-memory adapter (the named store's shared state, when named)."""
+        return MemoryStore(self)
+
+    def describe(self) -> str:
+        """``in-memory (POPO)``, with the store's name when shared."""
+        return f"in-memory (POPO) store {self.name!r}" if self.name else "in-memory (POPO)"
+
+    def url(self) -> str:
+        """None that another process could use: an in-memory store lives in one process."""
+        raise ConfigurationError(
+            f"{self.describe()} has no URL: it lives in one process; use a SQLite file or PostgreSQL"
+        )
+
+    def missing(self, named_by: str) -> str | None:
+        """Missing unless a store of this name lives in this process."""
+        with _STORES_LOCK:
+            if self.name and self.name in _STORES:
+                return None
+        return (
+            f"no store at {self.describe()} (named by {named_by}): an in-memory store lives only in the "
+            "process that made it; pass --db naming a SQLite file or a PostgreSQL database"
+        )
+
+    def forget(self) -> None:
+        """Drop the named store's state."""
+        if self.name:
+            forget_memory_store(self.name)
 
 
 class _Shared:
@@ -73,20 +135,17 @@ class MemoryStore:
 
     kind = "memory"
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: MemoryStorage) -> None:
         self.storage = storage
-        self._shared = _shared(storage.memory_name)
+        self._shared = _shared(storage.name)
 
     def describe(self) -> str:
         """``in-memory (POPO)``, with the store's name when shared."""
-        name = self.storage.memory_name
-        return f"in-memory (POPO) store {name!r}" if name else "in-memory (POPO)"
+        return self.storage.describe()
 
     def url(self) -> str:
         """None exists: an in-memory store lives in one process."""
-        raise ConfigurationError(
-            f"{self.describe()} has no URL: it lives in one process; use a SQLite file or PostgreSQL"
-        )
+        return self.storage.url()
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Select the library's POPO persistence module."""

@@ -31,7 +31,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -57,13 +57,13 @@ from psycopg.rows import DictRow
 from incarnate.errors import StorageError, StoreUnreachable
 from incarnate.store import _lean as lean
 from incarnate.store._port import Heartbeat
+from incarnate.store._postgres_storage import POSTGRES_FACTORY, TIMEOUT_VARIABLES, PostgresStorage
 from incarnate.store._sql import (
     HEARTBEAT_COLUMNS,
     HEARTBEAT_UPSERT,
     HEARTBEATS_TABLE,
     LEASE_COLUMNS,
     LEASES_TABLE,
-    POSTGRES_FACTORY,
     ROWS_TABLE,
     Connection,
     Dialect,
@@ -73,9 +73,6 @@ from incarnate.store._sql import (
     Types,
     coordination_creation,
 )
-
-if TYPE_CHECKING:
-    from incarnate._storage import Storage
 
 STATEMENT_TIMEOUT_VARIABLE = "POSTGRES_STATEMENT_TIMEOUT"
 KEEPALIVES_IDLE = 30
@@ -378,18 +375,18 @@ class Factory(PostgresFactory):
         )
 
 
-def check_connection(storage: Storage, connect_timeout: int) -> None:
+def check_connection(storage: PostgresStorage, connect_timeout: int) -> None:
     """Connect once, directly; raise a :class:`StoreUnreachable` that says why and what to check."""
     try:
         with psycopg.connect(
-            host=storage.postgres_host,
-            port=storage.postgres_port,
-            dbname=storage.postgres_dbname,
-            user=storage.postgres_user,
-            password=storage.postgres_password,
+            host=storage.host,
+            port=storage.port,
+            dbname=storage.dbname,
+            user=storage.user,
+            password=storage.password,
             connect_timeout=max(2, connect_timeout),
         ) as connection:
-            schema = storage.postgres_schema.strip()  # as the library reads it
+            schema = storage.schema.strip()  # as the library reads it
             if (
                 schema
                 and not connection.execute(
@@ -401,10 +398,10 @@ def check_connection(storage: Storage, connect_timeout: int) -> None:
         raise unreachable(storage, error) from error
 
 
-def missing_schema(storage: Storage) -> StorageError:
+def missing_schema(storage: PostgresStorage) -> StorageError:
     """The configured schema is not in the database: name it and the statement that creates it."""
-    host, port = storage.postgres_host, storage.postgres_port
-    dbname, user, schema = storage.postgres_dbname, storage.postgres_user, storage.postgres_schema
+    host, port = storage.host, storage.port
+    dbname, user, schema = storage.dbname, storage.user, storage.schema
     quoted = '"' + schema.replace('"', '""') + '"'
     return StorageError(
         f"schema {schema!r} does not exist in database {dbname!r} on {host}:{port}; create it with "
@@ -413,13 +410,13 @@ def missing_schema(storage: Storage) -> StorageError:
     )
 
 
-def unreachable(storage: Storage, error: BaseException) -> StoreUnreachable:
+def unreachable(storage: PostgresStorage, error: BaseException) -> StoreUnreachable:
     """The connection failure ``error`` as a message naming the server, the database and the fix."""
-    host, port = storage.postgres_host, storage.postgres_port
-    dbname, user = storage.postgres_dbname, storage.postgres_user
+    host, port = storage.host, storage.port
+    dbname, user = storage.dbname, storage.user
     reason = " ".join(str(error).split())
-    if storage.postgres_password:
-        reason = reason.replace(storage.postgres_password, "***")
+    for secret in storage.secrets():
+        reason = reason.replace(secret, "***")
     lowered = reason.lower()
     if f'database "{dbname.lower()}" does not exist' in lowered:
         message = (
@@ -454,43 +451,33 @@ class PostgresStore:
 
     kind = "postgres"
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: PostgresStorage) -> None:
         self.storage = storage
 
     def describe(self) -> str:
         """``PostgreSQL USER@HOST:PORT/DBNAME`` (and the schema when set): never the password."""
-        storage = self.storage
-        where = f"{storage.postgres_host}:{storage.postgres_port}/{storage.postgres_dbname}"
-        schema = f" schema {storage.postgres_schema}" if storage.postgres_schema else ""
-        return f"PostgreSQL {storage.postgres_user}@{where}{schema}"
+        return self.storage.describe()
 
     def url(self) -> str:
         """``postgresql://USER@HOST:PORT/DBNAME[?schema=S]``, without the password."""
-        storage = self.storage
-        query = f"?schema={storage.postgres_schema}" if storage.postgres_schema else ""
-        return (
-            f"postgresql://{storage.postgres_user}@{storage.postgres_host}:{storage.postgres_port}/"
-            f"{storage.postgres_dbname}{query}"
-        )
+        return self.storage.url()
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The library's PostgreSQL settings, through :class:`Factory`, with every timeout."""
-        from incarnate._storage import TIMEOUT_VARIABLES
-
         storage = self.storage
         env = {
             "PERSISTENCE_MODULE": POSTGRES_FACTORY,
-            "POSTGRES_DBNAME": storage.postgres_dbname,
-            "POSTGRES_HOST": storage.postgres_host,
-            "POSTGRES_PORT": str(storage.postgres_port),
-            "POSTGRES_USER": storage.postgres_user,
-            "POSTGRES_PASSWORD": storage.postgres_password,
+            "POSTGRES_DBNAME": storage.dbname,
+            "POSTGRES_HOST": storage.host,
+            "POSTGRES_PORT": str(storage.port),
+            "POSTGRES_USER": storage.user,
+            "POSTGRES_PASSWORD": storage.password,
             "CREATE_TABLE": "y" if storage.create_tables else "n",
         }
         for name, (variable, _) in TIMEOUT_VARIABLES.items():
             env[variable] = str(storage.timeout(name, environ))
-        if storage.postgres_schema:
-            env["POSTGRES_SCHEMA"] = storage.postgres_schema
+        if storage.schema:
+            env["POSTGRES_SCHEMA"] = storage.schema
         return env
 
     def check(self) -> None:
@@ -509,15 +496,15 @@ class PostgresStore:
             f"-c lock_timeout={storage.timeout('lock_timeout') * 1000} "
             f"-c idle_in_transaction_session_timeout={storage.timeout('idle_in_transaction_timeout') * 1000}"
         )
-        if storage.postgres_schema:
-            options += f" -c search_path={storage.postgres_schema}"
+        if storage.schema:
+            options += f" -c search_path={storage.schema}"
         try:
             return psycopg.connect(
-                host=storage.postgres_host,
-                port=storage.postgres_port,
-                dbname=storage.postgres_dbname,
-                user=storage.postgres_user,
-                password=storage.postgres_password,
+                host=storage.host,
+                port=storage.port,
+                dbname=storage.dbname,
+                user=storage.user,
+                password=storage.password,
                 connect_timeout=max(2, storage.timeout("connect_timeout")),
                 options=options,
                 autocommit=True,
@@ -531,7 +518,7 @@ class PostgresStore:
 
     def table(self, name: str) -> sql.Identifier:
         """One of our tables, in the storage's schema when it names one."""
-        schema = self.storage.postgres_schema
+        schema = self.storage.schema
         return sql.Identifier(schema, name) if schema else sql.Identifier(name)
 
     def create(self, connection: psycopg.Connection[Any], create: Callable[[Connection], None]) -> None:
@@ -541,9 +528,7 @@ class PostgresStore:
         collide in the catalogue; the transaction advisory lock serialises them.
         """
         with connection.transaction():
-            connection.execute(
-                "SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.storage.postgres_schema),)
-            )
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (creation_lock(self.storage.schema),))
             create(connection)
 
     def listing_tables(self) -> PostgresListingTables:
@@ -640,7 +625,7 @@ class PostgresListingTables(_Postgres, SQLListingTables):
     errors: tuple[type[Exception], ...] = (psycopg.Error,)
 
     def __init__(self, store: PostgresStore) -> None:
-        self._schema = store.storage.postgres_schema
+        self._schema = store.storage.schema
         super().__init__()
         self._connection = _Connection(store)
         try:
@@ -693,7 +678,7 @@ class PostgresCoordination(_Postgres, SQLCoordination):
     errors: tuple[type[Exception], ...] = (psycopg.Error,)
 
     def __init__(self, store: PostgresStore) -> None:
-        self._schema = store.storage.postgres_schema
+        self._schema = store.storage.schema
         super().__init__(store.describe())
         self._store = store
         self._heartbeat_table = store.table(HEARTBEATS_TABLE)

@@ -23,8 +23,6 @@ from incarnate.errors import StorageError, UnreadableRow
 from incarnate.store._port import Change, Heartbeat, Lease
 from projections import ListingRow
 
-POSTGRES_FACTORY = "incarnate.store._postgres:Factory"
-"""The ``PERSISTENCE_MODULE`` topic of the PostgreSQL factory (importable without ``psycopg``)."""
 ROWS_TABLE = "incarnate_listing"
 TRACKING_TABLE = "incarnate_listing_tracking"
 TRACKING_NAME = "listing"

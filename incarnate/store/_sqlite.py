@@ -15,11 +15,15 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import ClassVar
 from uuid import UUID
 
+import attrs
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
+from incarnate._limits import MAX_PAYLOAD_VARIABLE
+from incarnate._storage import DEFAULT_SQLITE_PATH, Storage, accepted_forms, optional_setting
 from incarnate.errors import ConfigurationError, StorageError
 from incarnate.store._port import Heartbeat
 from incarnate.store._sql import (
@@ -38,29 +42,59 @@ from incarnate.store._sql import (
     coordination_creation,
 )
 
-if TYPE_CHECKING:
-    from incarnate._storage import Storage
-
 SELECT_MANY_CHUNK = 500
 """Originators one query of ``select_many`` names at most (SQLite bounds the parameters of a statement)."""
 
 PERSISTENCE_MODULE = "eventsourcing.sqlite"
 LOAD_CHUNK = 500
 """How many ids one listing read asks for at most (SQLite bounds a statement's parameters)."""
+DEFAULT_LOCK_TIMEOUT = 30
+"""Seconds a SQLite writer waits for the database lock."""
 
 
-class SQLiteStore:
-    """A SQLite file: the library's SQLite recorder, and our tables in the same file."""
+@attrs.frozen
+class SQLiteStorage(Storage):
+    """A SQLite file (WAL mode): the embedded default; several processes on one host may share it.
 
-    kind = "sqlite"
+    ``path`` is a file path or a ``file:`` URI (``file:NAME?mode=memory&cache=shared``).
+    """
 
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
+    schemes: ClassVar[tuple[str, ...]] = ("sqlite",)
+    modules: ClassVar[tuple[str, ...]] = (PERSISTENCE_MODULE, "sqlite")
+    url_form: ClassVar[str] = "a SQLite file path (or sqlite:///PATH)"
+    timeouts: ClassVar[Mapping[str, tuple[str, int]]] = {
+        "lock_timeout": ("SQLITE_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT),
+    }
 
-    @property
-    def path(self) -> str:
-        """The database file (or a ``file:`` URI)."""
-        return self.storage.sqlite_path
+    path: str = DEFAULT_SQLITE_PATH
+    lock_timeout: int | None = attrs.field(default=None, kw_only=True)
+    """Seconds a writer waits for the file's lock (``SQLITE_LOCK_TIMEOUT``, default 30)."""
+
+    @classmethod
+    def parse_url(cls, text: str) -> SQLiteStorage:
+        """A bare path, or ``sqlite:///PATH`` (``sqlite:////abs/path.db`` for an absolute path)."""
+        if "://" not in text:
+            return cls(text)
+        path = text[len("sqlite:///") :] if text.lower().startswith("sqlite:///") else ""
+        if not path:
+            raise ConfigurationError(
+                f"store URL {text!r} names no file: write sqlite:///relative.db or "
+                f"sqlite:////absolute/path.db; accepted: {accepted_forms()}"
+            )
+        return cls(path)
+
+    @classmethod
+    def parse_env(cls, env: Mapping[str, str]) -> SQLiteStorage:
+        """``SQLITE_DBNAME`` (default ``./incarnate.db``) and ``SQLITE_LOCK_TIMEOUT``."""
+        return cls(
+            env.get("SQLITE_DBNAME", DEFAULT_SQLITE_PATH),
+            max_payload_bytes=optional_setting(env, MAX_PAYLOAD_VARIABLE),
+            lock_timeout=optional_setting(env, "SQLITE_LOCK_TIMEOUT"),
+        )
+
+    def open(self) -> SQLiteStore:
+        """The SQLite adapter."""
+        return SQLiteStore(self)
 
     def describe(self) -> str:
         """``SQLite file PATH``."""
@@ -69,6 +103,37 @@ class SQLiteStore:
     def url(self) -> str:
         """``sqlite:///PATH``."""
         return f"sqlite:///{self.path}"
+
+    def missing(self, named_by: str) -> str | None:
+        """A file path that names no file (a ``file:`` URI may name a store in memory: never missing)."""
+        if self.path.startswith("file:") or Path(self.path).is_file():
+            return None
+        return (
+            f"no store at {self.path!r} (named by {named_by}); pass --db PATH naming the SQLite file "
+            "an engine wrote"
+        )
+
+
+class SQLiteStore:
+    """A SQLite file: the library's SQLite recorder, and our tables in the same file."""
+
+    kind = "sqlite"
+
+    def __init__(self, storage: SQLiteStorage) -> None:
+        self.storage = storage
+
+    @property
+    def path(self) -> str:
+        """The database file (or a ``file:`` URI)."""
+        return self.storage.path
+
+    def describe(self) -> str:
+        """``SQLite file PATH``."""
+        return self.storage.describe()
+
+    def url(self) -> str:
+        """``sqlite:///PATH``."""
+        return self.storage.url()
 
     def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """The library's SQLite settings: the file and its lock timeout."""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from incarnate import Engine, Storage
+from incarnate import Engine, PostgresStorage, Storage
 from incarnate._demo import TASKS
 from incarnate.cli import main, root
 from incarnate.console import command, create_app
@@ -374,10 +374,11 @@ def test_diagram_escapes_labels_and_marks_active_states() -> None:
 def test_database_credentials_never_appear(tmp_path: Path) -> None:
     """Over a PostgreSQL URL with a password, no page, JSON view or message shows the password."""
     with storage_for("postgres", tmp_path) as storage:
+        assert isinstance(storage, PostgresStorage)
         password = f"pw-{uuid.uuid4().hex[:12]}"
         url = (
-            f"postgresql://{storage.postgres_user}:{password}@{storage.postgres_host}:"
-            f"{storage.postgres_port}/{storage.postgres_dbname}?schema={storage.postgres_schema}"
+            f"postgresql://{storage.user}:{password}@{storage.host}:"
+            f"{storage.port}/{storage.dbname}?schema={storage.schema}"
         )
         engine = Engine([GATE], {}, storage=Storage.from_url(url))
         try:
@@ -396,7 +397,7 @@ def test_database_credentials_never_appear(tmp_path: Path) -> None:
             ]
             refused = post(client, f"/instances/{gate}/send", {"csrf_token": token, "event": "nope"})
             answers.append(client.get(refused.headers["location"]))
-            assert storage.postgres_host in answers[0].text  # the store is named ...
+            assert storage.host in answers[0].text  # the store is named ...
             for answer in answers:
                 assert password not in answer.text  # ... but never its password
 

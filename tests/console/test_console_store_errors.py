@@ -13,7 +13,7 @@ import pytest
 from eventsourcing.persistence import OperationalError
 from starlette.testclient import TestClient
 
-from incarnate import Engine, StorageError
+from incarnate import Engine, PostgresStorage, StorageError
 from incarnate.console import create_app
 from incarnate.console._console import READ_ATTEMPTS, connection_failed
 from tests.console.charts import CHARTS, GATE, Store, make_store
@@ -155,7 +155,8 @@ def test_the_first_pages_after_the_database_drops_its_connections(
         app = create_app(storage, charts=[GATE])
         with TestClient(app, base_url=ORIGIN, raise_server_exceptions=False) as client:
             assert client.get("/").status_code == 200
-            user = os.environ.get("PGUSER", storage.postgres_user)
+            assert isinstance(storage, PostgresStorage)
+            user = os.environ.get("PGUSER", storage.user)
             with psycopg.connect(
                 host=PG_HOST,
                 port=PG_PORT,

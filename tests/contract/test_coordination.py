@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from incarnate import Engine, Storage
+from incarnate import Engine, MemoryStorage, PostgresStorage, Storage
 from incarnate.store import Coordination, ListingTables, Store
 from tests.scenarios import charts
 
@@ -153,7 +153,7 @@ def test_leadership(storage: Storage, open_coordination: OpenCoordination) -> No
     first, second = open_coordination(), open_coordination()
     assert first.lead(LOCK_ID, "engine-a") is True
     assert first.lead(LOCK_ID, "engine-a") is True  # staying leader
-    if storage.kind != "postgres":
+    if not isinstance(storage, PostgresStorage):
         assert second.lead(LOCK_ID, "engine-b") is True
         return
     assert second.lead(LOCK_ID, "engine-b") is False
@@ -190,7 +190,7 @@ def test_wait_wakes_on_an_event_saved_by_another_process(
     storage: Storage, open_coordination: OpenCoordination
 ) -> None:
     """PostgreSQL: an event committed by another process wakes wait() within a second (LISTEN/NOTIFY)."""
-    if storage.kind != "postgres":
+    if not isinstance(storage, PostgresStorage):
         pytest.skip("only PostgreSQL notifies; SQLite is polled, and memory lives in one process")
     Engine(charts.ALL, {"charge": lambda call: "ok"}, storage=storage).close()  # tables and chart versions
     coordination = open_coordination()
@@ -222,7 +222,7 @@ def test_wait_wakes_on_an_insert_into_a_shared_memory_store(
     storage: Storage, open_coordination: OpenCoordination
 ) -> None:
     """Memory: an insert by another engine over the same named store wakes wait() at once."""
-    if storage.kind != "popo":
+    if not isinstance(storage, MemoryStorage):
         pytest.skip("covered per store by the tests above")
     coordination = open_coordination()
     engine = Engine(charts.ALL, {"charge": lambda call: "ok"}, storage=storage)
@@ -267,19 +267,19 @@ def test_many_engines_may_create_the_tables_at_once(store: Store) -> None:
 
 def test_a_heartbeat_never_waits_behind_a_blocked_coordination_query(storage: Storage) -> None:
     """A beat returns at once while another coordination call of the same engine waits on a row lock."""
-    if storage.kind != "postgres":
+    if not isinstance(storage, PostgresStorage):
         pytest.skip("only PostgreSQL has row locks another session can hold")
     import psycopg
 
     coordination = storage.open().coordination()
     root = uuid.uuid4()
     assert coordination.claim([root], "engine-a", 30.0, 1) == [root]
-    table = f"{storage.postgres_schema}.incarnate_leases"
+    table = f"{storage.schema}.incarnate_leases"
     with psycopg.connect(
-        host=storage.postgres_host,
-        port=storage.postgres_port,
-        dbname=storage.postgres_dbname,
-        user=storage.postgres_user,
+        host=storage.host,
+        port=storage.port,
+        dbname=storage.dbname,
+        user=storage.user,
     ) as blocker:
         blocker.execute(f"SELECT root FROM {table} WHERE root = %s FOR UPDATE", (root,))  # in a transaction
         releasing = threading.Thread(

@@ -11,7 +11,7 @@ from uuid import UUID
 import attrs
 import pytest
 
-from incarnate import Storage
+from incarnate import PostgresStorage, SQLiteStorage, Storage
 from incarnate.store import ListingTables, Store
 from projections import ListingRow
 
@@ -135,21 +135,21 @@ _OLD_ROW = (
 def test_a_listing_written_before_change_times_is_migrated(storage: Storage, store: Store) -> None:
     """Opening a listing table without the changed_at column adds it (idempotently); old rows read 0.0."""
     row_id = uuid.uuid4()
-    if storage.kind == "sqlite":
-        with contextlib.closing(sqlite3.connect(storage.sqlite_path)) as connection:
+    if isinstance(storage, SQLiteStorage):
+        with contextlib.closing(sqlite3.connect(storage.path)) as connection:
             connection.execute(_OLD_LISTING.format(uuid="TEXT"))
             connection.execute(_OLD_ROW.format(id=row_id, true=1))
             connection.commit()
-    elif storage.kind == "postgres":
+    elif isinstance(storage, PostgresStorage):
         import psycopg
 
         with psycopg.connect(
-            host=storage.postgres_host,
-            port=storage.postgres_port,
-            dbname=storage.postgres_dbname,
-            user=storage.postgres_user,
+            host=storage.host,
+            port=storage.port,
+            dbname=storage.dbname,
+            user=storage.user,
             autocommit=True,
-            options=f"-c search_path={storage.postgres_schema}",
+            options=f"-c search_path={storage.schema}",
         ) as connection:
             connection.execute(_OLD_LISTING.format(uuid="uuid").encode())
             connection.execute(_OLD_ROW.format(id=row_id, true="true").encode())

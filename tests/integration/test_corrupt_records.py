@@ -22,7 +22,7 @@ import pytest
 
 from aggregates import InstanceStatus
 from aggregates.errors import CorruptRecord
-from incarnate import Engine, Storage, VirtualClock
+from incarnate import Engine, PostgresStorage, SQLiteStorage, Storage, VirtualClock
 from incarnate._snapshots import TolerantZlib
 from incarnate.cli import main
 from tests.scenarios import charts
@@ -80,15 +80,16 @@ class Raw:
     """Raw SQL on the store's own tables (events, snapshots, listing), without the engine."""
 
     def __init__(self, storage: Storage) -> None:
+        assert isinstance(storage, SQLiteStorage | PostgresStorage)
         self.storage = storage
-        self.kind = storage.kind
-        if self.kind == "sqlite":
+        self.sqlite = isinstance(storage, SQLiteStorage)
+        if isinstance(storage, SQLiteStorage):
             self.events, self.snapshots = "stored_events", "stored_snapshots"
         else:
             tables = [
                 row[0]
                 for row in self.query(
-                    "SELECT tablename FROM pg_tables WHERE schemaname = %s", (storage.postgres_schema,)
+                    "SELECT tablename FROM pg_tables WHERE schemaname = %s", (storage.schema,)
                 )
             ]
             self.events = next(t for t in tables if t.endswith("_events"))
@@ -96,8 +97,9 @@ class Raw:
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:
-        if self.kind == "sqlite":
-            lite = sqlite3.connect(self.storage.sqlite_path)
+        storage = self.storage
+        if isinstance(storage, SQLiteStorage):
+            lite = sqlite3.connect(storage.path)
             try:
                 with lite:
                     yield lite
@@ -106,19 +108,18 @@ class Raw:
         else:
             import psycopg
 
-            storage = self.storage
             with psycopg.connect(
-                host=storage.postgres_host,
-                port=storage.postgres_port,
-                dbname=storage.postgres_dbname,
-                user=storage.postgres_user,
-                options=f"-c search_path={storage.postgres_schema}",
+                host=storage.host,
+                port=storage.port,
+                dbname=storage.dbname,
+                user=storage.user,
+                options=f"-c search_path={storage.schema}",
                 autocommit=True,
             ) as connection:
                 yield connection
 
     def _sql(self, statement: str) -> str:
-        return statement.replace("%s", "?") if self.kind == "sqlite" else statement
+        return statement.replace("%s", "?") if self.sqlite else statement
 
     def query(self, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self._connection() as connection:
@@ -131,7 +132,7 @@ class Raw:
             return count
 
     def key(self, instance_id: UUID) -> object:
-        return instance_id.hex if self.kind == "sqlite" else instance_id
+        return instance_id.hex if self.sqlite else instance_id
 
     def state(self, table: str, instance_id: UUID, version: int) -> bytes:
         [(state,)] = self.query(
@@ -205,16 +206,17 @@ def run_cli(
     capsys: pytest.CaptureFixture[str], storage: Storage, monkeypatch: pytest.MonkeyPatch, *argv: str
 ) -> tuple[int, str, str]:
     """Run ``incarnate`` in-process against ``storage``; the exit status, stdout and stderr."""
-    if storage.kind == "sqlite":
-        args = [*argv, "--db", storage.sqlite_path]
+    if isinstance(storage, SQLiteStorage):
+        args = [*argv, "--db", storage.path]
     else:
+        assert isinstance(storage, PostgresStorage)
         args = list(argv)
         monkeypatch.setenv("PERSISTENCE_MODULE", "postgres")
-        monkeypatch.setenv("POSTGRES_DBNAME", storage.postgres_dbname)
-        monkeypatch.setenv("POSTGRES_HOST", storage.postgres_host)
-        monkeypatch.setenv("POSTGRES_PORT", str(storage.postgres_port))
-        monkeypatch.setenv("POSTGRES_USER", storage.postgres_user)
-        monkeypatch.setenv("POSTGRES_SCHEMA", storage.postgres_schema)
+        monkeypatch.setenv("POSTGRES_DBNAME", storage.dbname)
+        monkeypatch.setenv("POSTGRES_HOST", storage.host)
+        monkeypatch.setenv("POSTGRES_PORT", str(storage.port))
+        monkeypatch.setenv("POSTGRES_USER", storage.user)
+        monkeypatch.setenv("POSTGRES_SCHEMA", storage.schema)
     status = main(args)
     captured = capsys.readouterr()
     return status, captured.out, captured.err
@@ -375,8 +377,9 @@ def test_a_corrupted_listing_row_is_rebuilt(storage: Storage, caplog: pytest.Log
     """A listing row that does not read back makes the listing rebuild itself from the log, with a warning."""
     built = build(storage, listed=True)
     raw = Raw(storage)
-    column, value = ("root", "not-a-uuid") if storage.kind == "sqlite" else ("kind", "garbage")
-    key = str(built.healthy) if storage.kind == "sqlite" else built.healthy
+    sqlite = isinstance(storage, SQLiteStorage)
+    column, value = ("root", "not-a-uuid") if sqlite else ("kind", "garbage")
+    key = str(built.healthy) if sqlite else built.healthy
     assert raw.execute(f"UPDATE incarnate_listing SET {column} = %s WHERE id = %s", (value, key)) == 1
     engine = engine_over(storage)
     try:

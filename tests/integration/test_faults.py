@@ -53,7 +53,7 @@ import attrs
 import pytest
 
 from aggregates import Instance
-from incarnate import Engine, Storage
+from incarnate import Engine, SQLiteStorage, Storage
 from tests.integration.chaos_charts import EFFECTS_VARIABLE, WorkerProcess, killing, read_runs, wait_for
 from tests.integration.fault_charts import CHARTS
 from tests.integration.faults import (
@@ -179,8 +179,9 @@ def freeze_server(run: Trial) -> Fault:
 
 def hold_lock(run: Trial) -> Fault:
     """Another process holds the SQLite file's write lock (``BEGIN EXCLUSIVE``) for a while."""
+    assert isinstance(run.storage, SQLiteStorage)
     holder = spawn_module(
-        run.directory, "lock-holder", {}, "hold-sqlite", "--path", run.storage.sqlite_path,
+        run.directory, "lock-holder", {}, "hold-sqlite", "--path", run.storage.path,
         "--seconds", str(run.scenario.seconds),
     )  # fmt: skip
     run.processes.append(holder)

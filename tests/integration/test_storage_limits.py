@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from aggregates import InstanceStatus
-from incarnate import ConfigurationError, Engine, Storage
+from incarnate import ConfigurationError, Engine, PostgresStorage, Storage
 from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES
 from incarnate.errors import PayloadTooLarge, StorageError, StoreUnreachable
 from statechart import Chart, Event, assign, state, transition
@@ -108,9 +108,10 @@ def test_limit_from_storage_environment_and_default(monkeypatch: pytest.MonkeyPa
 
 
 @pytest.fixture
-def postgres(tmp_path: Path) -> Iterator[Storage]:
+def postgres(tmp_path: Path) -> Iterator[PostgresStorage]:
     """A fresh schema in the test PostgreSQL database."""
     with storage_for("postgres", tmp_path) as store:
+        assert isinstance(store, PostgresStorage)
         yield store
 
 
@@ -125,7 +126,7 @@ def test_postgres_payload_under_the_default_limit_commits(postgres: Storage) -> 
         engine.close()
 
 
-def test_postgres_large_payload_commits_without_hanging(postgres: Storage) -> None:
+def test_postgres_large_payload_commits_without_hanging(postgres: PostgresStorage) -> None:
     """A 12 MB event commits on PostgreSQL with a raised limit, within a bounded time (it used to hang)."""
     script = textwrap.dedent(
         f"""
@@ -133,8 +134,8 @@ def test_postgres_large_payload_commits_without_hanging(postgres: Storage) -> No
         from incarnate import Engine, Storage
         from tests.integration.test_storage_limits import NOTES
         storage = Storage.postgres(
-            {postgres.postgres_dbname!r}, host={postgres.postgres_host!r}, port={postgres.postgres_port},
-            user={postgres.postgres_user!r}, schema={postgres.postgres_schema!r},
+            {postgres.dbname!r}, host={postgres.host!r}, port={postgres.port},
+            user={postgres.user!r}, schema={postgres.schema!r},
             max_payload_bytes=64 * 1024 * 1024,
         )
         engine = Engine([NOTES], storage=storage)
@@ -156,7 +157,7 @@ def test_postgres_large_payload_commits_without_hanging(postgres: Storage) -> No
     assert "committed" in done.stdout
 
 
-def test_postgres_timeouts_are_set(postgres: Storage) -> None:
+def test_postgres_timeouts_are_set(postgres: PostgresStorage) -> None:
     """PostgreSQL connections have statement, lock, idle-in-transaction and connect timeouts."""
     engine = Engine([NOTES], storage=attrs.evolve(postgres, statement_timeout=7))
     try:

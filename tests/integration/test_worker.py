@@ -21,7 +21,7 @@ from uuid import UUID
 
 import pytest
 
-from incarnate import ConfigurationError, Engine, RecoverySettings, Storage, Worker
+from incarnate import ConfigurationError, Engine, PostgresStorage, RecoverySettings, Storage, Worker
 from incarnate._worker import recovery_settings
 from tests.integration.worker_charts import CHARTS, RUNS_VARIABLE, TASKS
 from tests.stores import storage_for
@@ -218,15 +218,16 @@ def test_a_signal_stops_gracefully_and_frees_what_the_worker_held(
 def test_a_password_in_a_store_url_never_appears(tmp_path: Path) -> None:
     """With ``--db postgresql://USER:secret@...``, no output, log line or error shows the password."""
     with store("postgres", tmp_path) as (storage, _, engine):
-        user, schema = storage.postgres_user, storage.postgres_schema
-        where = f"{storage.postgres_host}:{storage.postgres_port}/{storage.postgres_dbname}"
+        assert isinstance(storage, PostgresStorage)
+        user, schema = storage.user, storage.schema
+        where = f"{storage.host}:{storage.port}/{storage.dbname}"
         db = f"postgresql://{user}:secret@{where}?schema={schema}"
         with worker(tmp_path, db, "--no-recovery", "--log-level", "debug") as running:
             (job,) = start_in_client(db, "job")
             assert wait_for(lambda: status(engine, job) == "done", 10.0) is not None, running.output()
             listed = run(sys.executable, "-m", "incarnate", "list", "--all", "--db", db)
             running.terminate()
-        unreachable = db.replace(f":{storage.postgres_port}/", ":1/")
+        unreachable = db.replace(f":{storage.port}/", ":1/")
         failed = run(sys.executable, "-m", "incarnate", "list", "--db", unreachable)
         bad = run(sys.executable, "-m", "incarnate", "list", "--db", db.replace("?schema=", "?nonsense="))
         assert listed.returncode == 0, listed.stderr

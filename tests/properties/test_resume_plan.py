@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from aggregates import Instance, InstanceKind, InstanceSnapshot, InstanceStatus, Ref
 from incarnate import DeterministicRunner, Engine, Storage, TaskCall, VirtualClock
-from incarnate._engine import forget_memory_store
 from incarnate.testing import memory_engine
 from projections import (
     Checkpoint,
@@ -83,7 +82,7 @@ class World:
 
     def close(self) -> None:
         self.engine.close()
-        forget_memory_store(self.engine.storage.memory_name)
+        self.engine.storage.forget()
 
 
 def _pick(instances: Sequence[Instance], n: int) -> Instance | None:

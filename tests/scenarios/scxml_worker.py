@@ -30,6 +30,7 @@ DOCUMENTS = Path(__file__).resolve().parents[2] / "docs" / "examples" / "scxml"
 
 
 def build(args: argparse.Namespace) -> Engine:
+    storage: Storage
     if args.store == "sqlite":
         storage = Storage.sqlite(args.path)
     else:

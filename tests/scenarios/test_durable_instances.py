@@ -43,7 +43,7 @@ def parent_engine(make_engine: EngineFactory, **kwargs: Any) -> Engine:
 def test_commit_before_enact_is_all_or_nothing(make_engine: EngineFactory, point: CrashPoint) -> None:
     """A crash at any write boundary of a birth leaves all of it or none of it, and nothing enacted."""
     engine = parent_engine(make_engine)
-    if point is CrashPoint.DURING_COMMIT and engine.storage.kind == "popo":
+    if point is CrashPoint.DURING_COMMIT and not engine.storage.transactional:
         pytest.skip("the in-memory store writes a commit under one lock; there is no inside to crash in")
     with pytest.raises(SimulatedCrash), crash_at(engine, point):
         engine.start("parent", {"members": ["a", "b"]})

@@ -17,7 +17,7 @@ import attrs
 from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance, InstanceStatus
-from incarnate import DeterministicRunner, Engine, ThreadedRunner
+from incarnate import DeterministicRunner, Engine, MemoryStorage, ThreadedRunner
 from incarnate._work import UnitOfWork
 from incarnate.testing import commit_points
 from statechart import Chart, final, invoke, state, transition
@@ -183,7 +183,7 @@ def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engi
     saves = counting(engine, "save_instances")
     assert engine.resume_all() == 300
     assert len(reads) == len({args[0] for args in reads}) == 300  # each member read once
-    if engine.storage.kind == "popo":
+    if isinstance(engine.storage, MemoryStorage):
         assert len(singles) == 300  # in memory, one by one
     else:  # one query for a batch's roots, one for their children
         assert singles == [] and [len(args[0]) for args in batches] == [10, 10, 100, 100, 40, 40]

@@ -26,6 +26,7 @@ from aggregates import Instance, InstanceStatus
 from incarnate import (
     ConfigurationError,
     Engine,
+    PostgresStorage,
     RecoveryManager,
     RecoverySettings,
     Storage,
@@ -200,7 +201,7 @@ def test_children_are_never_candidates(engines: Callable[[str], Engine]) -> None
 
 def test_leader_failover_after_sigkill(fleet_storage: Storage, engines: Callable[[str], Engine]) -> None:
     """A manager does not sweep while a leader process holds the lock, and leads soon after kill -9."""
-    if fleet_storage.kind != "postgres":
+    if not isinstance(fleet_storage, PostgresStorage):
         pytest.skip("leader election is a PostgreSQL advisory lock; a SQLite engine always leads")
     [root] = dead_roots(engines, 1)
     standby = engines("standby")
@@ -213,15 +214,15 @@ def test_leader_failover_after_sigkill(fleet_storage: Storage, engines: Callable
             "-m",
             "tests.scenarios.manager_leader",
             "--schema",
-            str(fleet_storage.postgres_schema),
+            fleet_storage.schema,
             "--user",
-            str(fleet_storage.postgres_user),
+            fleet_storage.user,
             "--host",
-            str(fleet_storage.postgres_host),
+            fleet_storage.host,
             "--port",
-            str(fleet_storage.postgres_port),
+            str(fleet_storage.port),
             "--dbname",
-            str(fleet_storage.postgres_dbname),
+            fleet_storage.dbname,
             "--lock-id",
             str(config.lock_id),
             "--seconds",

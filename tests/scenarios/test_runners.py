@@ -74,11 +74,10 @@ def test_stop_lets_in_flight_work_finish_and_starts_no_more(make_engine: EngineF
 def test_storage_from_environment_variables() -> None:
     """The eventsourcing environment variables select and configure the store."""
     assert Storage.from_env({}) == Storage.sqlite("incarnate.db")
-    assert (
-        Storage.from_env({"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": "x.db"}).sqlite_path
-        == "x.db"
+    assert Storage.from_env({"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": "x.db"}) == (
+        Storage.sqlite("x.db")
     )
-    assert Storage.from_env({"PERSISTENCE_MODULE": "eventsourcing.popo"}).kind == "popo"
+    assert Storage.from_env({"PERSISTENCE_MODULE": "eventsourcing.popo"}) == Storage.popo()
     postgres = Storage.from_env(
         {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
@@ -121,7 +120,7 @@ def test_engine_reads_the_environment(tmp_path: Path, monkeypatch: pytest.Monkey
     engine = Engine(charts.ALL, {"charge": lambda call: "ok"})
     try:
         gate = engine.start("gate")
-        assert engine.storage.sqlite_path == str(path)
+        assert engine.storage == Storage.sqlite(str(path))
     finally:
         engine.close()
     assert path.exists()

@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 from aggregates import InstanceStatus
-from incarnate import Engine, Storage, TaskCall
+from incarnate import Engine, PostgresStorage, Storage, TaskCall
 from incarnate.cli import main, reference
 from statechart import Chart, JsonValue
 from tests import stores
@@ -405,14 +405,15 @@ def test_migrate_takes_exactly_one_of_an_id_or_a_chart(
 
 
 @pytest.fixture
-def postgres() -> Iterator[Storage]:
+def postgres() -> Iterator[PostgresStorage]:
     """An empty PostgreSQL schema (skips when no server answers, unless INCARNATE_REQUIRE_POSTGRES)."""
     with stores.storage_for("postgres", Path()) as storage:
+        assert isinstance(storage, PostgresStorage)
         yield storage
 
 
 def test_db_takes_a_postgresql_url_and_never_prints_its_password(
-    capsys: pytest.CaptureFixture[str], postgres: Storage
+    capsys: pytest.CaptureFixture[str], postgres: PostgresStorage
 ) -> None:
     """``--db postgresql://USER:PASSWORD@HOST:PORT/DB?schema=S`` opens that store; the password is hidden."""
     engine = Engine(charts.ALL, {"charge": declined}, storage=postgres)
@@ -422,8 +423,8 @@ def test_db_takes_a_postgresql_url_and_never_prints_its_password(
     finally:
         engine.close()
     url = (
-        f"postgresql://{postgres.postgres_user}:s3cret-pw@{postgres.postgres_host}:{postgres.postgres_port}/"
-        f"{postgres.postgres_dbname}?schema={postgres.postgres_schema}"
+        f"postgresql://{postgres.user}:s3cret-pw@{postgres.host}:{postgres.port}/"
+        f"{postgres.dbname}?schema={postgres.schema}"
     )
     page = run_json(capsys, "list", "--db", url)
     assert [row["id"] for row in page["rows"]] == [str(gate)]
