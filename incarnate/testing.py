@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from uuid import UUID
 
 import attrs
+from eventsourcing.persistence import StoredEvent
 
 from aggregates import InstanceRecord
 from incarnate._clock import Clock, VirtualClock
+from incarnate._crash import CrashInsideCommit, SimulatedCrash
 from incarnate._engine import Engine
 from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
 from incarnate._storage import Storage
@@ -67,14 +69,6 @@ class EngineFactory(Protocol):
     ) -> Engine:
         """An in-memory engine on the test's virtual clock, closed after the test."""
         ...
-
-
-class SimulatedCrash(BaseException):
-    """Raised at an injected crash point.
-
-    A ``BaseException``, like the interruption of a dying process, so that no
-    ``except Exception`` on the way out can swallow it.
-    """
 
 
 class CrashPoint(enum.Enum):
@@ -155,17 +149,16 @@ def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterat
     """Crash inside the transaction that inserts the *last* event of the chosen commit.
 
     The commit's last pending event is noted when the commit starts; the
-    insert that writes it raises after writing. If the engine wrote a commit
-    in several transactions, the earlier ones would stay committed — which
-    is exactly what tests using this crash point detect.
+    insert that writes it is written in the store's transaction and never
+    committed (see :class:`~incarnate._crash.CrashInsideCommit`). If the
+    engine wrote a commit in several transactions, the earlier ones would
+    stay committed — which is exactly what tests using this crash point detect.
     """
-    recorder: Any = engine.recorder
-    name = engine.store.crash_inside_commit(recorder)
-    if name is None:
+    if not engine.storage.transactional:
         raise ValueError(
-            f"{engine.store.describe()} has no transaction to crash inside; use BEFORE_COMMIT or AFTER_COMMIT"
+            f"{engine.storage.describe()} has no transaction to crash inside; "
+            "use BEFORE_COMMIT or AFTER_COMMIT"
         )
-    original = getattr(recorder, name)
     target: list[tuple[str, int]] = []
 
     def note(where: str, uow: UnitOfWork) -> None:
@@ -173,29 +166,20 @@ def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterat
             last = [(i.id, e.originator_version) for i in uow.pending() for e in i.pending_events][-1]
             target.append((last[0].hex, last[1]))
 
-    def crashing(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        stored = args[1] if len(args) > 1 else kwargs.get("stored_events", ())
+    def chosen(stored: Sequence[StoredEvent]) -> bool:
         written = {(_hex(s.originator_id), s.originator_version) for s in stored}
         if target and target[0] in written:
             target.clear()
-            raise SimulatedCrash("simulated crash inside the commit's transaction, after its inserts")
-        return result
+            return True
+        return False
 
-    # A recorder that commits an insert as one autocommitted statement (PostgreSQL's) sends it
-    # between BEGIN and COMMIT meanwhile, so there is a transaction to crash inside.
-    one_statement = getattr(recorder, "one_statement", None)
-    engine.hooks.append(note)
-    setattr(recorder, name, crashing)
-    if one_statement is not None:
-        recorder.one_statement = False
+    hooks = engine.hooks
+    hooks.append(note)
     try:
-        yield
+        with CrashInsideCommit(engine.recorder, chosen).installed():
+            yield
     finally:
-        if one_statement is not None:
-            recorder.one_statement = one_statement
-        setattr(recorder, name, original)
-        engine.hooks.remove(note)
+        hooks.remove(note)
 
 
 def _hex(originator_id: object) -> str:
@@ -294,13 +278,13 @@ class _Plan:
         self.now = now
         self.commits = 0
         self.outcomes: dict[_Label, _Outcome] = {}
-        self.sql = False
+        self.transactional = False
 
     def dry_run(self) -> None:
         storage = self.storage()
         try:
             with self.engine(storage) as engine:
-                self.sql = engine.store.crash_inside_commit(engine.recorder) is not None
+                self.transactional = storage.transactional
 
                 def count(where: str, uow: UnitOfWork) -> None:
                     if where == "before-commit":
@@ -522,7 +506,9 @@ def commit_points(
     engine's ``before-commit`` hook) and recording its final outcomes; then
     each point runs it on a fresh store with a crash there. ``storage`` makes
     a fresh, empty store per run (default: a named in-memory store);
-    ``DURING_COMMIT`` needs a SQL store and is left out on the in-memory one.
+    ``DURING_COMMIT`` needs a store whose commit is a transaction
+    (:attr:`~incarnate.Storage.transactional`) and is left out on the others
+    (in memory).
     A scenario with N commits yields N x len(points) points; one with no
     commit raises :class:`~incarnate.errors.ConfigurationError`.
     """
@@ -533,7 +519,7 @@ def commit_points(
             f"the scenario {getattr(scenario, '__name__', scenario)!r} made no commit, so there is no "
             "point to crash at; it should start an instance (engine.start) and run the engine"
         )
-    wanted = [p for p in points if p is not CrashPoint.DURING_COMMIT or plan.sql]
+    wanted = [p for p in points if p is not CrashPoint.DURING_COMMIT or plan.transactional]
     for number in range(1, plan.commits + 1):
         for where in wanted:
             yield CommitPoint(plan, number, where)

@@ -173,10 +173,6 @@ class MemoryStore:
         """Heartbeats and leases in the store's dictionaries; the host's clock."""
         return MemoryCoordination(self._shared)
 
-    def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
-        """None: an in-memory commit has no transaction to crash inside."""
-        return None
-
     def select_many(
         self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
     ) -> dict[UUID, list[StoredEvent]] | None:

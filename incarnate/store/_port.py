@@ -217,10 +217,6 @@ class Store(Protocol):
         """The fleet's shared facts (tables created idempotently)."""
         ...
 
-    def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
-        """The recorder method writing inside a commit's transaction (tests crash there); None in memory."""
-        ...
-
     def select_many(
         self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
     ) -> dict[UUID, list[StoredEvent]] | None:

@@ -125,8 +125,7 @@ class NonPipelinedRecorder(CreatedUnderLock, PostgresApplicationRecorder):
     :mod:`incarnate.store._lean`): half the client CPU of a cursor.
 
     With :attr:`one_statement` false the same statement is sent between
-    ``BEGIN`` and ``COMMIT`` (two more round trips): what
-    ``incarnate.testing`` uses to crash after the insert, before the commit.
+    ``BEGIN`` and ``COMMIT`` (two more round trips), through a cursor.
     """
 
     one_statement = True
@@ -538,10 +537,6 @@ class PostgresStore:
     def coordination(self) -> PostgresCoordination:
         """Heartbeats, leases, the leader's advisory lock and LISTEN, each on its own connection."""
         return PostgresCoordination(self)
-
-    def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
-        """The recorder inserts in ``_insert_stored_events``, inside the commit's transaction."""
-        return "_insert_stored_events"
 
     def select_many(
         self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False

@@ -176,10 +176,6 @@ class SQLiteStore:
         """The heartbeat and lease tables in the file."""
         return SQLiteCoordination(self)
 
-    def crash_inside_commit(self, recorder: ApplicationRecorder) -> str | None:
-        """The library's SQLite recorder inserts in ``_insert_events``, inside the commit's transaction."""
-        return "_insert_events"
-
     def select_many(
         self, recorder: AggregateRecorder, originator_ids: Sequence[UUID], *, latest: bool = False
     ) -> dict[UUID, list[StoredEvent]] | None:
