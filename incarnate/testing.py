@@ -7,6 +7,8 @@ and builds a fresh one over the same store, as a new process would;
 ``commit_points`` runs a scenario once per commit it makes, crashing there,
 and checks that recovery kept every committed fact and finished the same
 way; ``event_sequences`` is a Hypothesis strategy for a chart's events.
+``StoreContract`` is the store port's contract suite, which a store adapter
+of your own runs by subclassing it (it needs pytest).
 
 Installed as a pytest plugin (the ``incarnate`` entry point), it gives the
 fixtures ``incarnate_clock`` and ``incarnate_engine``.
@@ -48,6 +50,7 @@ __all__ = [
     "RecoveryCheckFailed",
     "Scenario",
     "SimulatedCrash",
+    "StoreContract",
     "advance",
     "check_recovery",
     "commit_points",
@@ -686,6 +689,9 @@ try:
 except ImportError:  # pytest is not installed: the functions above still work
     pass
 else:
+    # The contract's checks are plain asserts: rewritten by pytest when it loads this plugin first.
+    pytest.register_assert_rewrite("incarnate._contract")
+    from incarnate._contract import StoreContract
 
     @pytest.fixture
     def incarnate_clock() -> VirtualClock:

@@ -4,7 +4,7 @@ The store kind (in memory, a SQLite file, PostgreSQL, or one of your own)
 is one subclass of :class:`incarnate.Storage`, registered once by
 :func:`incarnate.register_storage`; its ``open()`` returns the
 :class:`~incarnate.store._port.Store` everything else talks to. Each
-adapter passes the contract suite in ``tests/contract/``.
+adapter passes the contract suite :class:`incarnate.testing.StoreContract`.
 """
 
 from incarnate.errors import UnreadableRow

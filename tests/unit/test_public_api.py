@@ -22,6 +22,7 @@ PACKAGES = (
     "aggregates",
     "projections",
     "incarnate",
+    "incarnate.testing",
 )
 PUBLIC_MODULES = {
     "statechart": {"model", "effects", "event", "snapshot", "codec", "shape", "diagram"},

@@ -24,6 +24,7 @@ from incarnate import (
 from incarnate._storage import unregister_storage
 from incarnate.cli import main
 from incarnate.cli._common import hide, redact
+from incarnate.testing import StoreContract
 from tests.scenarios import charts
 
 PASSWORD = "s3cr3t-Pw"
@@ -348,6 +349,19 @@ def test_a_new_kind_registers_in_one_place(toy: type[ToyStorage]) -> None:
         engine.close()
         storage.forget()
     assert register_storage(ToyStorage) is ToyStorage  # registering again changes nothing
+
+
+class TestToyStore(StoreContract):
+    """A kind of one's own passes the contract suite by giving one fixture."""
+
+    notifies = True
+
+    @pytest.fixture
+    def storage(self, toy: type[ToyStorage], tmp_path: Path) -> Iterator[ToyStorage]:
+        """A fresh toy store, forgotten afterwards."""
+        storage = toy(tmp_path.name)
+        yield storage
+        storage.forget()
 
 
 # ------------------------------------------------------------------ secrets in the command line
