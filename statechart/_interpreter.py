@@ -8,7 +8,8 @@ transitions, remove conflicts, compute the exit set, exit, execute, enter,
 and stabilise (eventless transitions and internal events), then start the
 child sites of the states that stay active. A macrostep that runs no
 executable content is computed this way once, then answered from the
-chart's plans (see :mod:`statechart._plan`).
+chart's plans (see :mod:`statechart._plan`; whether a macrostep is plain is
+decided here, by ``_plain`` and ``_settled``, which read the working copy).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from statechart._model import (
     StateKind,
     for_every_action,
 )
-from statechart._plan import PLAN_LIMIT, Plan, PlanKey, plain, remember, settled
+from statechart._plan import PLAN_LIMIT, Plan, PlanKey, remember
 from statechart._scope import _CURRENT, Scope
 from statechart._snapshot import (
     ChildSlot,
@@ -1024,7 +1025,7 @@ def step(
         if plan is _UNPLANNED:
             learn = key if len(plans) < PLAN_LIMIT else None
         elif plan is not None:
-            return plan.apply(chart, snapshot, now), (Ignored(event.name),) if plan.ignored else ()
+            return plan.apply(snapshot, now), (Ignored(event.name),) if plan.ignored else ()
     run = Run(chart, snapshot, snapshot.time if now is None else now, session)
     if learn is None:
         _scoped(run, run.macrostep, event)
@@ -1040,13 +1041,67 @@ def step(
 
 def _learn(run: Run, snapshot: Snapshot[C], event: Event, key: PlanKey) -> None:
     """The macrostep of ``event``, kept as the chart's plan for ``key`` when it proves plain."""
-    admitted = plain(run, event.name)
+    admitted = _plain(run, event.name)
     run.macrostep(event)
     plan: Plan | None = None
-    if admitted and settled(run, snapshot):
+    if admitted and _settled(run, snapshot):
         configuration = run.chart.configuration_ids(run.config)
         plan = Plan(configuration, run.recorded_history() if run.history_changed else None, run.ignored)
-    remember(run.chart, key, plan)
+    remember(run.chart.plans, key, plan)
+
+
+def _plain(run: Run, name: str) -> bool:
+    """Whether the macrostep ``run`` is about to take for event ``name`` runs no executable content.
+
+    ``run`` must still hold the snapshot's configuration. Selection reads no
+    guard when the first transition each atomic state meets (on itself,
+    else on its nearest ancestor that has one) is unguarded and not delayed:
+    that transition is then the one selected for it.
+    """
+    chart = run.chart
+    table = chart.matching(name)
+    kind, ancestors = chart.kind, chart.ancestors
+    for state in run.config:
+        if kind[state] not in _ATOMIC:
+            continue
+        for source in (state, *ancestors[state]):
+            candidates = table[source]
+            if candidates:
+                first = candidates[0]
+                if first.guard is not None or first.timer_id is not None:
+                    return False
+                break
+    enabled = run.select(table)
+    if not enabled:
+        return True
+    if any(t.actions for t in enabled):
+        return False
+    if len(enabled) == 1 and not enabled[0].targets:
+        return True
+    exit_work = chart.exit_work
+    if any(exit_work[s] for s in run.exit_set(enabled)):
+        return False
+    entered, history_content = run.entry_set(enabled)
+    if any(t.actions for t in history_content.values()):
+        return False
+    return not chart.entering_works(entered)
+
+
+def _settled(run: Run, snapshot: Snapshot[Any]) -> bool:
+    """Whether ``run``, a macrostep :func:`_plain` admitted, changed only what a plan holds.
+
+    It must have raised and armed nothing, kept the context, stopped in a
+    configuration where no eventless transition waits, and still be running.
+    """
+    chart = run.chart
+    if run.effects or run.internal or run.timers_changed or run.slots or run.rejected:
+        return False
+    if run.context is not snapshot.context or not run.running or run.status is not Status.RUNNING:
+        return False
+    if run.microsteps > 1:
+        return False
+    eventless = chart.eventless
+    return not chart.has_eventless or not any(eventless[s] for s in run.config)
 
 
 def fire(

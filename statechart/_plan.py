@@ -13,22 +13,20 @@ history, the clock and the step count. Its outcome for one
 interpreter's ordinary SCXML algorithm, kept on the chart as a :class:`Plan`
 and reused; charts are immutable, so a plan never goes stale.
 
-Whether a macrostep qualifies is decided from the chart before it runs
-(:func:`plain`) and confirmed from what it did (:func:`settled`); anything
-that could make the outcome depend on the context, the event's data, the
-clock or the child slots keeps the macrostep on the ordinary path.
+Whether a macrostep qualifies is decided by the interpreter, which alone
+knows its working copy: from the chart before it runs (``plain`` in
+:mod:`statechart._interpreter`) and confirmed from what it did
+(``settled``); anything that could make the outcome depend on the context,
+the event's data, the clock or the child slots keeps the macrostep on the
+ordinary path. This module holds what the chart keeps: the plans
+themselves, below the chart and the interpreter that both use them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
-from statechart._model import StateKind
 from statechart._snapshot import HistoryEntry, Snapshot, Status
-
-if TYPE_CHECKING:
-    from statechart._chart import Chart
-    from statechart._interpreter import Run
 
 C = TypeVar("C")
 
@@ -37,8 +35,6 @@ PlanKey = tuple[tuple[str, ...], tuple[HistoryEntry, ...], str]
 
 PLAN_LIMIT = 4096
 """Past this many keys a chart keeps no more plans (its caches stay bounded)."""
-
-_ATOMIC = (StateKind.ATOMIC, StateKind.FINAL)
 
 
 class Plan:
@@ -62,10 +58,10 @@ class Plan:
         self.history = history
         self.ignored = ignored
 
-    def apply(self, chart: Chart[C], snapshot: Snapshot[C], now: float | None) -> Snapshot[C]:
-        """The snapshot after taking this plan's event in ``snapshot`` at ``now``."""
+    def apply(self, snapshot: Snapshot[C], now: float | None) -> Snapshot[C]:
+        """The snapshot after taking this plan's event in ``snapshot`` (of the plan's chart) at ``now``."""
         return Snapshot(
-            chart.name,
+            snapshot.chart,
             Status.RUNNING,
             self.configuration,
             snapshot.history if self.history is None else self.history,
@@ -82,62 +78,10 @@ class Plan:
         )
 
 
-def plain(run: Run, name: str) -> bool:
-    """Whether the macrostep ``run`` is about to take for event ``name`` runs no executable content.
+def remember(plans: dict[PlanKey, Plan | None] | None, key: PlanKey, plan: Plan | None) -> None:
+    """Keep ``plan`` for ``key`` (``None``: that macrostep is not plain) in a chart's ``plans``.
 
-    ``run`` must still hold the snapshot's configuration. Selection reads no
-    guard when the first transition each atomic state meets (on itself,
-    else on its nearest ancestor that has one) is unguarded and not delayed:
-    that transition is then the one selected for it.
+    Nothing is kept for a chart without plans (``None``) or once it holds :data:`PLAN_LIMIT`.
     """
-    chart = run.chart
-    table = chart.matching(name)
-    kind, ancestors = chart.kind, chart.ancestors
-    for state in run.config:
-        if kind[state] not in _ATOMIC:
-            continue
-        for source in (state, *ancestors[state]):
-            candidates = table[source]
-            if candidates:
-                first = candidates[0]
-                if first.guard is not None or first.timer_id is not None:
-                    return False
-                break
-    enabled = run.select(table)
-    if not enabled:
-        return True
-    if any(t.actions for t in enabled):
-        return False
-    if len(enabled) == 1 and not enabled[0].targets:
-        return True
-    exit_work = chart.exit_work
-    if any(exit_work[s] for s in run.exit_set(enabled)):
-        return False
-    entered, history_content = run.entry_set(enabled)
-    if any(t.actions for t in history_content.values()):
-        return False
-    return not chart.entering_works(entered)
-
-
-def settled(run: Run, snapshot: Snapshot[Any]) -> bool:
-    """Whether ``run``, a macrostep :func:`plain` admitted, changed only what a plan holds.
-
-    It must have raised and armed nothing, kept the context, stopped in a
-    configuration where no eventless transition waits, and still be running.
-    """
-    chart = run.chart
-    if run.effects or run.internal or run.timers_changed or run.slots or run.rejected:
-        return False
-    if run.context is not snapshot.context or not run.running or run.status is not Status.RUNNING:
-        return False
-    if run.microsteps > 1:
-        return False
-    eventless = chart.eventless
-    return not chart.has_eventless or not any(eventless[s] for s in run.config)
-
-
-def remember(chart: Chart[Any], key: PlanKey, plan: Plan | None) -> None:
-    """Keep ``plan`` for ``key`` (``None``: that macrostep is not plain), unless the chart holds enough."""
-    plans = chart.plans
     if plans is not None and len(plans) < PLAN_LIMIT:
         plans.setdefault(key, plan)
