@@ -10,9 +10,8 @@ than the slot's current one are stale and rejected.
 from __future__ import annotations
 
 import enum
-import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -20,32 +19,11 @@ from statechart._codec import check_json, context_from_input
 from statechart._effects import BirthChild, CancelChild, RejectedEvent, ResumeChild, RetryChild, SendToChild
 from statechart._event import Event, EventKind, InvokeId, JsonValue
 from statechart._model import Site
+from statechart._registry import registered_chart
 from statechart._snapshot import ChildSlot, SlotStatus
 
 if TYPE_CHECKING:
-    from statechart._chart import Chart
     from statechart._interpreter import Run
-    from statechart._registry import Registry
-
-_CHILD_CHARTS: weakref.WeakKeyDictionary[Chart[Any], weakref.ref[Registry]] = weakref.WeakKeyDictionary()
-"""The registry each chart was last registered with, where its sites find their child charts."""
-
-
-def link_children(chart: Chart[Any], registry: Registry) -> None:
-    """Let ``chart``'s sites validate their children's inputs against the charts ``registry`` holds.
-
-    A chart in no registry births children unchecked; such a child fails at
-    its own start with the same error instead.
-    """
-    _CHILD_CHARTS[chart] = weakref.ref(registry)
-
-
-def _child_chart(run: Run, name: str) -> Chart[Any] | None:
-    link = _CHILD_CHARTS.get(run.chart)
-    registry = link() if link is not None else None
-    if registry is None or name not in registry:
-        return None
-    return registry.chart(name)
 
 
 class Verdict(enum.Enum):
@@ -146,7 +124,7 @@ def check_child_input(
         ) from error
     if chart is None:
         return
-    child = _child_chart(run, chart)
+    child = registered_chart(run.chart, chart)
     if child is not None:
         context_from_input(child, value)
 

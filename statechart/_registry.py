@@ -7,11 +7,29 @@ or mutual recursion) declares a recursive group and ``max_depth``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from statechart import errors
 from statechart._chart import Chart
-from statechart._children import link_children
+
+_REGISTRY_OF: weakref.WeakKeyDictionary[Chart[Any], weakref.ref[Registry]] = weakref.WeakKeyDictionary()
+"""The registry each chart was last added to, where its sites find their child charts."""
+
+
+def registered_chart(chart: Chart[Any], name: str) -> Chart[Any] | None:
+    """The chart named ``name`` in the registry ``chart`` was last added to (None: no such registry or chart).
+
+    Sites use it to check their children's inputs against the child charts'
+    contexts. A chart in no registry births children unchecked; such a child
+    fails at its own start with the same error instead.
+    """
+    link = _REGISTRY_OF.get(chart)
+    registry = link() if link is not None else None
+    if registry is None or name not in registry:
+        return None
+    return registry.chart(name)
 
 
 class Registry:
@@ -42,7 +60,7 @@ class Registry:
                 ],
             )
         self._charts[chart.name] = chart
-        link_children(chart, self)
+        _REGISTRY_OF[chart] = weakref.ref(self)
         for companion in chart.companions:
             if self._charts.get(companion.name) is not companion:
                 self.add(companion)
