@@ -5,25 +5,122 @@ The interpreter never runs a child. It keeps one :class:`ChildSlot` per
 cancel) that the engine commits and enacts. Outcomes come back as events
 carrying the child's :class:`InvokeId`; any that name an older generation
 than the slot's current one are stale and rejected.
+
+These functions work on the interpreter's working copy of a macrostep
+through :class:`SiteRun`, the part of it they read and change; the
+interpreter's ``Run`` is one, and the interpreter calls them at the points
+of the SCXML algorithm where sites act.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Callable, Mapping, Set
+from typing import Any, Protocol
 
 import attrs
 
+from statechart._chart import Chart
 from statechart._codec import check_json, context_from_input
-from statechart._effects import BirthChild, CancelChild, RejectedEvent, ResumeChild, RetryChild, SendToChild
+from statechart._effects import (
+    BirthChild,
+    CancelChild,
+    Effect,
+    RejectedEvent,
+    ResumeChild,
+    RetryChild,
+    SendToChild,
+)
 from statechart._event import Event, EventKind, InvokeId, JsonValue
-from statechart._model import Site
+from statechart._model import Action, Site
 from statechart._registry import registered_chart
-from statechart._snapshot import ChildSlot, SlotStatus
+from statechart._snapshot import ChildSlot, SlotKey, SlotStatus, SlotTable
 
-if TYPE_CHECKING:
-    from statechart._interpreter import Run
+
+class SiteRun(Protocol):
+    """What the child sites read and change of a macrostep's working copy, and nothing more."""
+
+    context: object
+    """The chart's context; a site's ``output`` may replace it."""
+    next_generation: int
+    """The generation the next incarnation of any slot gets."""
+    reconciled_context: object
+    """The context the fan-out memberships were last followed for."""
+
+    @property
+    def chart(self) -> Chart[Any]:
+        """The chart being run."""
+        ...
+
+    @property
+    def config(self) -> Set[int]:
+        """The active states (indices)."""
+        ...
+
+    @property
+    def entered(self) -> set[int]:
+        """The states entered since the sites were last reconciled (cleared by :func:`reconcile_sites`)."""
+        ...
+
+    @property
+    def lineage(self) -> tuple[str, ...]:
+        """The recursive groups of the instance's ancestors."""
+        ...
+
+    @property
+    def steps(self) -> int:
+        """Macrosteps taken before this one (a slot records the one it was armed in)."""
+        ...
+
+    @property
+    def now(self) -> float:
+        """The macrostep's time (retry deadlines are relative to it)."""
+        ...
+
+    @property
+    def effects(self) -> list[Effect]:
+        """The effects returned to the engine, in order."""
+        ...
+
+    @property
+    def internal(self) -> deque[Event]:
+        """The internal event queue."""
+        ...
+
+    @property
+    def slots(self) -> SlotTable:
+        """The child slots by ``(site, key)``; changed through :meth:`put_slot` and :meth:`drop_slot` only."""
+        ...
+
+    @property
+    def slot_unfinished(self) -> Mapping[str, int]:
+        """Per site, how many slots are not done."""
+        ...
+
+    def put_slot(self, slot: ChildSlot) -> None:
+        """Set the slot of ``(slot.site, slot.key)``."""
+        ...
+
+    def drop_slot(self, key: SlotKey) -> None:
+        """Forget the slot of ``key``."""
+        ...
+
+    def arm_timer(self, timer_id: str, deadline: float, event: Event) -> None:
+        """Arm (or re-arm) the timer ``timer_id`` to deliver ``event`` at ``deadline``."""
+        ...
+
+    def cancel_timer(self, timer_id: str) -> None:
+        """Disarm the timer ``timer_id`` if it is armed."""
+        ...
+
+    def execute(self, where: str, actions: tuple[Action, ...]) -> None:
+        """Run a block of executable content on behalf of state ``where``."""
+        ...
+
+    def fail(self, where: str, what: str, error: BaseException) -> None:
+        """Report that ``what`` of state ``where`` raised ``error`` (SCXML ``error.execution``)."""
+        ...
 
 
 class Verdict(enum.Enum):
@@ -37,15 +134,15 @@ class Verdict(enum.Enum):
     """Stale or unknown: the snapshot must not change."""
 
 
-def _lineage(run: Run, site: Site) -> tuple[str, ...]:
+def _lineage(run: SiteRun, site: Site) -> tuple[str, ...]:
     return run.lineage + ((site.group,) if site.group is not None else ())
 
 
-def _failed_slot(run: Run, state: int, site: Site, key: str, input: JsonValue) -> None:
+def _failed_slot(run: SiteRun, state: int, site: Site, key: str, input: JsonValue) -> None:
     run.put_slot(ChildSlot(site.id, key, 0, 0, SlotStatus.FAILED, run.chart.ids[state], input, run.steps))
 
 
-def birth(run: Run, state: int, site: Site, key: str, input: JsonValue, chart: str | None = None) -> None:
+def birth(run: SiteRun, state: int, site: Site, key: str, input: JsonValue, chart: str | None = None) -> None:
     """Decide a first incarnation for ``(site, key)``, or refuse it past ``max_depth``."""
     if site.group is not None and site.max_depth is not None:
         depth = run.lineage.count(site.group) + 1
@@ -75,7 +172,7 @@ def birth(run: Run, state: int, site: Site, key: str, input: JsonValue, chart: s
     run.effects.append(BirthChild(invoke_id, child, site.task, input, 1, _lineage(run, site), state_id))
 
 
-def _drop(run: Run, slot: ChildSlot) -> None:
+def _drop(run: SiteRun, slot: ChildSlot) -> None:
     """Forget a slot; a live one (running, or waiting for its retry) is cancelled."""
     if slot.status is SlotStatus.RETRYING:
         run.cancel_timer(_retry_timer(slot))
@@ -88,7 +185,7 @@ def _retry_timer(slot: ChildSlot) -> str:
     return f"retry.{slot.site}.{slot.key}" if slot.key else f"retry.{slot.site}"
 
 
-def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None:
+def _members(run: SiteRun, state: int, site: Site) -> Mapping[str, JsonValue] | None:
     assert site.members is not None
     try:
         members = site.members(run.context)
@@ -110,7 +207,7 @@ def _members(run: Run, state: int, site: Site) -> Mapping[str, JsonValue] | None
 
 
 def check_child_input(
-    run: Run, site: Site, value: JsonValue, key: str = "", *, chart: str | None = None
+    run: SiteRun, site: Site, value: JsonValue, key: str = "", *, chart: str | None = None
 ) -> None:
     """Raise unless ``value`` is JSON and fits the context of the child chart (``chart``, else the site's)."""
     chart = chart if chart is not None else site.chart
@@ -129,7 +226,7 @@ def check_child_input(
         context_from_input(child, value)
 
 
-def chart_of(run: Run, site: Site) -> str | None:
+def chart_of(run: SiteRun, site: Site) -> str | None:
     """The chart a birth of ``site`` runs: its ``chart``, or what ``choose`` picks (one of ``charts``)."""
     if site.choose is None:
         return site.chart
@@ -142,7 +239,7 @@ def chart_of(run: Run, site: Site) -> str | None:
     return name
 
 
-def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue, str | None]:
+def _input(run: SiteRun, state: int, site: Site) -> tuple[bool, JsonValue, str | None]:
     where = f"input of site {site.id}"
     try:
         chart = chart_of(run, site)
@@ -158,7 +255,7 @@ def _input(run: Run, state: int, site: Site) -> tuple[bool, JsonValue, str | Non
     return True, value, chart
 
 
-def _member_inputs_fit(run: Run, state: int, site: Site, members: Mapping[str, JsonValue]) -> bool:
+def _member_inputs_fit(run: SiteRun, state: int, site: Site, members: Mapping[str, JsonValue]) -> bool:
     """Whether every member about to be born has a valid input; else error.execution, no births."""
     for key, value in members.items():
         if (site.id, key) in run.slots:
@@ -171,7 +268,7 @@ def _member_inputs_fit(run: Run, state: int, site: Site, members: Mapping[str, J
     return True
 
 
-def reconcile_sites(run: Run) -> None:
+def reconcile_sites(run: SiteRun) -> None:
     """Start the sites of active states (SCXML's ``statesToInvoke``) and follow fan-out membership.
 
     A state entered in this macrostep births its children. A fan-out site of
@@ -216,7 +313,7 @@ def reconcile_sites(run: Run) -> None:
     run.reconciled_context = run.context
 
 
-def _complete_family(run: Run, site: Site) -> None:
+def _complete_family(run: SiteRun, site: Site) -> None:
     """Raise ``done.invoke.<site>`` with every output if every member is done."""
     # The counts make the test O(1); the outputs are gathered once, when it passes.
     if not run.slot_unfinished.get(site.id, 0):
@@ -225,14 +322,14 @@ def _complete_family(run: Run, site: Site) -> None:
         run.internal.append(Event(f"done.invoke.{site.id}", outputs, EventKind.PLATFORM))
 
 
-def cancel_state_children(run: Run, state: int) -> None:
+def cancel_state_children(run: SiteRun, state: int) -> None:
     """Cancel and forget every slot of the sites on ``state`` (it is being exited)."""
     for site in run.chart.sites[state]:
         for slot in [s for s in run.slots.values() if s.site == site.id]:
             _drop(run, slot)
 
 
-def send_to_children(run: Run, site_id: str, key: str | None, event: Event) -> None:
+def send_to_children(run: SiteRun, site_id: str, key: str | None, event: Event) -> None:
     """Deliver ``event`` to the running incarnations of a site (one key, or all)."""
     targets = [
         slot
@@ -252,7 +349,7 @@ def send_to_children(run: Run, site_id: str, key: str | None, event: Event) -> N
         run.effects.append(SendToChild(slot.invoke_id, event))
 
 
-def autoforward(run: Run, event: Event) -> None:
+def autoforward(run: SiteRun, event: Event) -> None:
     """SCXML 6.4: send a copy of an external event to the running children of autoforward sites.
 
     The events a site's own children sent are not sent back to them.
@@ -269,12 +366,12 @@ def autoforward(run: Run, event: Event) -> None:
                     run.effects.append(SendToChild(slot.invoke_id, event))
 
 
-def _reject(run: Run, event: Event, reason: str) -> Verdict:
+def _reject(run: SiteRun, event: Event, reason: str) -> Verdict:
     run.effects.append(RejectedEvent(event, reason))
     return Verdict.REJECTED
 
 
-def resume(run: Run, slot: ChildSlot, site: Site) -> None:
+def resume(run: SiteRun, slot: ChildSlot, site: Site) -> None:
     """Arm a fresh incarnation of a retried slot: new generation, next attempt."""
     generation = run.next_generation
     run.next_generation += 1
@@ -303,7 +400,7 @@ def resume(run: Run, slot: ChildSlot, site: Site) -> None:
     )
 
 
-def _retry(run: Run, slot: ChildSlot, site: Site, error: JsonValue) -> None:
+def _retry(run: SiteRun, slot: ChildSlot, site: Site, error: JsonValue) -> None:
     attempt = slot.attempt + 1
     delay = site.retry.delay(attempt)
     deadline = run.now + delay
@@ -320,7 +417,7 @@ def _retry(run: Run, slot: ChildSlot, site: Site, error: JsonValue) -> None:
     )
 
 
-def absorb_child_event(run: Run, event: Event) -> Verdict:
+def absorb_child_event(run: SiteRun, event: Event) -> Verdict:
     """Check an event from a child against its slot and apply what the site does with it."""
     invoke_id = event.invoke_id
     assert invoke_id is not None
