@@ -24,7 +24,7 @@ from statechart._model import (
 from statechart._plan import Plan, PlanKey
 from statechart._shape import Shape, SiteShape, StateShape, TransitionShape
 from statechart._snapshot import HistoryEntry
-from statechart._validate import Validator, walk
+from statechart._validate import STATE_ID, Validator, walk
 
 C = TypeVar("C", covariant=True)  # noqa: PLC0105 - one name for the context type throughout
 
@@ -534,6 +534,4 @@ class Chart(Generic[C]):
 
 
 def _is_stable_name(name: str) -> bool:
-    from statechart._validate import STATE_ID
-
     return bool(STATE_ID.match(name))

@@ -30,6 +30,7 @@ from statechart._children import (
     reconcile_sites,
     send_to_children,
 )
+from statechart._codec import context_from_input
 from statechart._effects import (
     ActionFailed,
     ArmTimer,
@@ -57,6 +58,7 @@ from statechart._model import (
     SendChild,
     SendParent,
     StateKind,
+    Transition,
     for_every_action,
 )
 from statechart._plan import PLAN_LIMIT, Plan, PlanKey, remember
@@ -852,8 +854,6 @@ class Run:
 def _initial_transition(chart: Chart[C]) -> CompiledTransition:
     cached = getattr(chart, "_initial_transition", None)
     if cached is None:
-        from statechart._model import Transition
-
         authored = Transition((), tuple(chart.ids[i] for i in chart.initial[ROOT]), actions=chart.setup)
         cached = CompiledTransition(ROOT, 0, -1, authored, chart.initial[ROOT], False, "initial")
         cached.domain = ROOT
@@ -987,8 +987,6 @@ def start(
     reaches this instance, and events it sends itself carry it as origin.
     """
     if context is None:
-        from statechart._codec import context_from_input
-
         context = context_from_input(chart, input)
     elif not isinstance(context, chart.context_type):
         raise errors.InvalidEvent(
