@@ -20,7 +20,7 @@ import abc
 import os
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 from eventsourcing.utils import resolve_topic
@@ -29,21 +29,19 @@ from incarnate._limits import DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_VARIABLE, s
 from incarnate.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from incarnate.store._memory import MemoryStorage
     from incarnate.store._port import Store
-    from incarnate.store._postgres_storage import PostgresStorage
-    from incarnate.store._sqlite import SQLiteStorage
 
 DEFAULT_SQLITE_PATH = "incarnate.db"
 DEFAULT_SCHEME = "sqlite"
 """The kind a bare path names (``--db work/incarnate.db``), and the one an environment naming none gets."""
 
-BUILT_IN = (
-    "incarnate.store._sqlite:SQLiteStorage",
-    "incarnate.store._postgres_storage:PostgresStorage",
-    "incarnate.store._memory:MemoryStorage",
-)
-"""The store kinds incarnate ships, registered on first use (each module imports no database driver)."""
+SQLITE = "incarnate.store._sqlite:SQLiteStorage"
+POSTGRES = "incarnate.store._postgres_storage:PostgresStorage"
+MEMORY = "incarnate.store._memory:MemoryStorage"
+BUILT_IN = (SQLITE, POSTGRES, MEMORY)
+"""The store kinds incarnate ships, registered on first use (each module imports no database driver).
+
+Named by topic: each kind's module imports this one, never the other way round."""
 
 
 @attrs.frozen
@@ -76,15 +74,13 @@ class Storage(abc.ABC):
     # ------------------------------------------------------- constructors
 
     @staticmethod
-    def popo(name: str = "", *, max_payload_bytes: int | None = None) -> MemoryStorage:
-        """In memory: nothing survives the process (tests).
+    def popo(name: str = "", *, max_payload_bytes: int | None = None) -> Storage:
+        """In memory (a :class:`~incarnate.MemoryStorage`): nothing survives the process (tests).
 
         Engines given the same non-empty ``name`` share one in-memory store,
         so a test can stop an engine and start a fresh one over the same data.
         """
-        from incarnate.store._memory import MemoryStorage
-
-        return MemoryStorage(name, max_payload_bytes=max_payload_bytes)
+        return _built_in(MEMORY, name, max_payload_bytes=max_payload_bytes)
 
     @staticmethod
     def sqlite(
@@ -92,11 +88,9 @@ class Storage(abc.ABC):
         *,
         max_payload_bytes: int | None = None,
         lock_timeout: int | None = None,
-    ) -> SQLiteStorage:
-        """A SQLite file (WAL mode)."""
-        from incarnate.store._sqlite import SQLiteStorage
-
-        return SQLiteStorage(path, max_payload_bytes=max_payload_bytes, lock_timeout=lock_timeout)
+    ) -> Storage:
+        """A SQLite file (WAL mode): a :class:`~incarnate.SQLiteStorage`."""
+        return _built_in(SQLITE, path, max_payload_bytes=max_payload_bytes, lock_timeout=lock_timeout)
 
     @staticmethod
     def postgres(
@@ -113,11 +107,13 @@ class Storage(abc.ABC):
         statement_timeout: int | None = None,
         lock_timeout: int | None = None,
         idle_in_transaction_timeout: int | None = None,
-    ) -> PostgresStorage:
-        """A PostgreSQL database named ``dbname``; the timeouts are in whole seconds."""
-        from incarnate.store._postgres_storage import PostgresStorage
+    ) -> Storage:
+        """A PostgreSQL database named ``dbname`` (a :class:`~incarnate.PostgresStorage`).
 
-        return PostgresStorage(
+        The timeouts are in whole seconds.
+        """
+        return _built_in(
+            POSTGRES,
             dbname,
             host=host,
             port=port,
@@ -308,6 +304,13 @@ def accepted_forms() -> str:
     """Every URL form the registered kinds accept, for messages."""
     forms = [k.url_form for k in _kinds() if k.url_form]
     return forms[0] if len(forms) == 1 else f"{', '.join(forms[:-1])}, or {forms[-1]}"
+
+
+def _built_in(topic: str, *args: object, **kwargs: object) -> Storage:
+    """A storage of the built-in kind ``topic``."""
+    kind: Any = resolve_topic(topic)
+    storage: Storage = kind(*args, **kwargs)
+    return storage
 
 
 def _add(kind: type[Storage]) -> None:

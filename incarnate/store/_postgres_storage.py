@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
+from eventsourcing.utils import resolve_topic
 
 from incarnate._limits import MAX_PAYLOAD_VARIABLE
 from incarnate._storage import Storage, accepted_forms, optional_setting, without_password
 from incarnate.errors import ConfigurationError
+from incarnate.store._port import Store
 
-if TYPE_CHECKING:
-    from incarnate.store._postgres import PostgresStore
-
+ADAPTER = "incarnate.store._postgres:PostgresStore"
+"""The adapter, imported on first use: it imports ``psycopg`` (and this module)."""
 POSTGRES_FACTORY = "incarnate.store._postgres:Factory"
 """The ``PERSISTENCE_MODULE`` topic of the PostgreSQL factory (importable without ``psycopg``)."""
 FORMER_POSTGRES_FACTORY = "incarnate._postgres:Factory"
@@ -153,17 +154,18 @@ class PostgresStorage(Storage):
             idle_in_transaction_timeout=timeout["idle_in_transaction_timeout"],
         )
 
-    def open(self) -> PostgresStore:
+    def open(self) -> Store:
         """The PostgreSQL adapter; a :class:`ConfigurationError` when ``psycopg`` is not installed."""
         try:
             with _IMPORT_LOCK:
-                from incarnate.store._postgres import PostgresStore
+                adapter = resolve_topic(ADAPTER)
         except ImportError as error:
             raise ConfigurationError(
                 f"the PostgreSQL store needs a package that is not installed ({error}); "
                 "install it with `pip install 'incarnate[postgres]'`"
             ) from error
-        return PostgresStore(self)
+        store: Store = adapter(self)
+        return store
 
     def describe(self) -> str:
         """``PostgreSQL USER@HOST:PORT/DBNAME`` (and the schema when set): never the password."""
