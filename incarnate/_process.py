@@ -9,6 +9,8 @@ needs of the engine only what :class:`~incarnate._work.Workshop` names.
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from aggregates import (
     AncestryFrame,
     BirthFacts,
@@ -24,16 +26,21 @@ from incarnate import _tracing
 from incarnate._work import UnitOfWork, Workshop
 from statechart import Chart, Event, JsonValue, fire, start, step, stop
 from statechart.effects import (
+    ActionFailed,
     ArmTimer,
     BirthChild,
     CancelChild,
+    CancelTimer,
     Completed,
     Effect,
+    Ignored,
+    Logged,
     RejectedEvent,
     ResumeChild,
     RetryChild,
     SendToChild,
     SendToParent,
+    Stopped,
 )
 from statechart.errors import CodecError, StepError
 from statechart.event import EventKind, InvokeId, child_message_event, done_invoke_event, error_invoke_event
@@ -283,38 +290,45 @@ def _apply(
     retried.update(effect.previous for effect in effects if isinstance(effect, ResumeChild))
     _settle(instance, snapshot, slot_changes(before, snapshot), trigger, retried)
     for effect in effects:
-        if isinstance(effect, BirthChild):
-            facts = _facts(instance, chart, effect, armed_step)
-            instance.record_birth(facts)
-            _create_child(workshop, uow, facts, careful=careful)
-        elif isinstance(effect, RetryChild):
-            instance.record_retry(
-                _ref(instance, effect.failed), effect.attempt, effect.deadline, effect.error
-            )
-            uow.watch(effect.deadline, instance.id)
-        elif isinstance(effect, ResumeChild):
-            facts = _facts(instance, chart, effect, armed_step)
-            instance.record_resume(facts)
-            _create_child(workshop, uow, facts, careful=careful)
-        elif isinstance(effect, CancelChild):
-            ref = _ref(instance, effect.invoke_id)
-            activation = instance.record.activation(ref.site, ref.key)
-            if activation is not None and activation.ref == ref:
-                instance.record_settled(ref, Settlement.CANCELLED)
-            child = uow.load(ref.child_id)
-            if child is not None and child.request_cancel(
-                instance.id, f"parent left state {snapshot_state(chart, ref.site)!r}"
-            ):
-                uow.follow(child.id)
-        elif isinstance(effect, SendToChild):
-            child = uow.load(_ref(instance, effect.invoke_id).child_id)
-            if child is not None and not child.record.status.finished:
-                child.accept(effect.event, source=instance.id, sent_at=now)
-                uow.follow(child.id)
-        elif isinstance(effect, SendToParent):
-            uow.tell_parent(instance, now, child_message_event, effect.event.name, effect.event.data)
-        elif isinstance(effect, ArmTimer):
-            uow.watch(effect.timer.deadline, instance.id)
+        match effect:
+            case BirthChild():
+                facts = _facts(instance, chart, effect, armed_step)
+                instance.record_birth(facts)
+                _create_child(workshop, uow, facts, careful=careful)
+            case RetryChild():
+                instance.record_retry(
+                    _ref(instance, effect.failed), effect.attempt, effect.deadline, effect.error
+                )
+                uow.watch(effect.deadline, instance.id)
+            case ResumeChild():
+                facts = _facts(instance, chart, effect, armed_step)
+                instance.record_resume(facts)
+                _create_child(workshop, uow, facts, careful=careful)
+            case CancelChild():
+                ref = _ref(instance, effect.invoke_id)
+                activation = instance.record.activation(ref.site, ref.key)
+                if activation is not None and activation.ref == ref:
+                    instance.record_settled(ref, Settlement.CANCELLED)
+                child = uow.load(ref.child_id)
+                if child is not None and child.request_cancel(
+                    instance.id, f"parent left state {snapshot_state(chart, ref.site)!r}"
+                ):
+                    uow.follow(child.id)
+            case SendToChild():
+                child = uow.load(_ref(instance, effect.invoke_id).child_id)
+                if child is not None and not child.record.status.finished:
+                    child.accept(effect.event, source=instance.id, sent_at=now)
+                    uow.follow(child.id)
+            case SendToParent():
+                uow.tell_parent(instance, now, child_message_event, effect.event.name, effect.event.data)
+            case ArmTimer():
+                uow.watch(effect.timer.deadline, instance.id)
+            case Completed():
+                pass  # after every other effect: the parent hears of the children first (below)
+            case CancelTimer() | Logged() | ActionFailed() | RejectedEvent() | Ignored() | Stopped():
+                pass  # stored with the macrostep's snapshot and effects; nothing to enact
+            case _:
+                assert_never(effect)
     for effect in effects:
         if isinstance(effect, Completed):
             instance.complete(effect.output)
