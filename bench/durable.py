@@ -182,7 +182,7 @@ class Sizes:
 
 def stored_sizes(engine: Engine, instance_id: UUID) -> list[int]:
     """The stored size of each event of an instance, oldest first."""
-    return [len(event.state) for event in engine.recorder.select_events(instance_id)]
+    return [len(event.state) for event in engine.parts.journal.recorder.select_events(instance_id)]
 
 
 def framework_sizes(engine: Engine) -> Sizes:
@@ -192,7 +192,7 @@ def framework_sizes(engine: Engine) -> Sizes:
     engine.send(counter, "tick")
     engine.run_until_idle()
     started, first_step, accepted, _ = stored_sizes(engine, counter)
-    stepped = len(engine.recorder.select_events(counter, desc=True, limit=1)[0].state)
+    stepped = len(engine.parts.journal.recorder.select_events(counter, desc=True, limit=1)[0].state)
     parent = engine.start(PARENT.name)
     parent_started, parent_stepped, birth = stored_sizes(engine, parent)
     (kid,) = engine.children(parent)
@@ -484,7 +484,7 @@ class Bench:
             self.engine.send(instance_id, "tick")
             self.engine.run_until_idle()
         context = self.engine.snapshot(instance_id).context
-        events = len(self.engine.recorder.select_events(instance_id))
+        events = len(self.engine.parts.journal.recorder.select_events(instance_id))
         if context != common.Tally(ticks) or events != 2 + 2 * ticks:
             print(f"check {name}: FAILED, {ticks} ticks gave {context} and {events} stored events")
             return False

@@ -125,7 +125,7 @@ def measure(storage: Storage, size: int, *, traced: bool = False) -> dict[str, A
         engine.run_until_idle(max_units=10 * WARM_UP + 100)
         if engine.instance(warm.id).record.status.value != "done":
             raise RuntimeError("the warm-up fan-out did not finish")
-        start = (engine.recorder.max_notification_id() or 0) + 1
+        start = (engine.parts.journal.recorder.max_notification_id() or 0) + 1
         if traced:
             tracemalloc.start()
         before = _rss_kib()
@@ -142,7 +142,7 @@ def measure(storage: Storage, size: int, *, traced: bool = False) -> dict[str, A
             raise RuntimeError(f"the parent ended {record.status.value}, not done")
         total = parent_bytes = parent_events = 0
         while True:
-            page = engine.recorder.select_notifications(start, 1000)
+            page = engine.parts.journal.recorder.select_notifications(start, 1000)
             if not page:
                 break
             for notification in page:

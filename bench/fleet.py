@@ -318,7 +318,7 @@ class Latency:
 
 def latest_version(engine: Engine, instance_id: UUID) -> int:
     """The version of an instance's last stored event."""
-    (last,) = engine.recorder.select_events(instance_id, desc=True, limit=1)
+    (last,) = engine.parts.journal.recorder.select_events(instance_id, desc=True, limit=1)
     return last.originator_version
 
 
@@ -330,10 +330,10 @@ def await_step(engine: Engine, gate: UUID, after: int, timeout: float) -> tuple[
     """
     deadline = time.monotonic() + timeout
     while True:
-        for stored in engine.recorder.select_events(gate, gt=after):
+        for stored in engine.parts.journal.recorder.select_events(gate, gt=after):
             if stored.topic == STEPPED:
                 seen = time.time()
-                event = engine.mapper.to_domain_event(stored)
+                event = engine.parts.journal.mapper.to_domain_event(stored)
                 assert isinstance(event, Instance.Stepped)
                 return seen, event.timestamp.timestamp(), stored.originator_version
         if time.monotonic() > deadline:
@@ -487,14 +487,14 @@ def measure_takeover(
         )
         try:
             with Worker(survivor, group=group, lease=30.0, poll_interval=0.1, recovery=settings):
-                expires = survivor.coordination.heartbeats()[dying.engine_id].expires_at
+                expires = survivor.parts.coordination.heartbeats()[dying.engine_id].expires_at
                 killed = time.time()
                 dying.process.kill()
                 dying.process.wait(10)
                 first = math.inf
                 deadline = time.monotonic() + lease + 120.0 + trees * 0.2
                 while True:
-                    held = sum(1 for root in roots if root in survivor.held)
+                    held = sum(1 for root in roots if root in survivor.parts.holdings.held())
                     now = time.time()
                     if held and first == math.inf:
                         first = now - killed

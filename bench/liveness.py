@@ -414,7 +414,7 @@ def proc_status_kib(field: str) -> int:
 def memory_report(engine: Engine) -> dict[str, int]:
     """The child's own numbers, after a full collection."""
     gc.collect()
-    held, acquired, fenced = engine.holdings.sizes()
+    held, acquired, fenced = engine.parts.holdings.sizes()
     return {
         "rss_kib": proc_status_kib("VmRSS"),
         "peak_kib": proc_status_kib("VmHWM"),
@@ -712,10 +712,10 @@ def handover_round(
                     if exited == math.inf and leaving.process.poll() is not None:
                         exited = now - began
                     if retired == math.inf:
-                        beat = survivor.coordination.heartbeats().get(leaving.engine_id)
+                        beat = survivor.parts.coordination.heartbeats().get(leaving.engine_id)
                         if beat is not None and beat.retired:
                             retired = now - began
-                    held = survivor.held
+                    held = survivor.parts.holdings.held()
                     if moved == math.inf and all(root in held for root in roots):
                         moved = now - began
                     if now > deadline:

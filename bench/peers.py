@@ -416,11 +416,11 @@ def child_check(spec: dict[str, Any], place: Place) -> None:
                 handle = engine.start(STEPS)
                 engine.run_until_idle()
                 outputs.append(handle.result(timeout=RESULT_SECONDS))
-            before = engine.recorder.max_notification_id() or 0
+            before = engine.parts.journal.recorder.max_notification_id() or 0
             handle = engine.start(STEPS)
             engine.run_until_idle()
             outputs.append(handle.result(timeout=RESULT_SECONDS))
-            stored = engine.recorder.select_notifications(before + 1, 1_000)
+            stored = engine.parts.journal.recorder.select_notifications(before + 1, 1_000)
             footprint = {
                 "events": len(stored),
                 "instances": len({n.originator_id for n in stored}),
@@ -920,7 +920,7 @@ class IncarnateStore:
 
     def count(self, topic: str) -> int:
         """How many of :attr:`roots` have an event of ``topic``, reading only what is new."""
-        recorder = self.engine.recorder
+        recorder = self.engine.parts.journal.recorder
         top = recorder.max_notification_id() or 0
         start = self.positions[topic]
         seen = self.seen[topic]

@@ -227,7 +227,7 @@ def postgres_backend() -> Iterator[Backend | None]:
 
 def stored_events(engine: Engine) -> int:
     """How many events the store holds: the id of its last notification."""
-    return engine.recorder.max_notification_id() or 0
+    return engine.parts.journal.recorder.max_notification_id() or 0
 
 
 class Progress:
@@ -363,7 +363,7 @@ def time_resume(backend: Backend, storage: Storage, built: Built) -> tuple[float
         begin = time.perf_counter()
         units = engine.run_until_idle()
         first_run = time.perf_counter() - begin
-        held = len(engine.acquired)
+        held = len(engine.parts.holdings.acquired())
         events = stored_events(engine)
     finally:
         engine.close()
@@ -458,7 +458,7 @@ class History:
 
     def read(self) -> tuple[InstanceSnapshot | None, list[Any]]:
         """What a plan reads: the latest snapshot, if any, and the events after it."""
-        return self.engine.stored(self.instance_id)
+        return self.engine.parts.journal.stored(self.instance_id)
 
     def close(self) -> None:
         """Close the engine."""

@@ -1,6 +1,6 @@
 """The engine: runs chart instances durably, and the ``incarnate`` command line.
 
-:class:`Engine` is an ``eventsourcing`` Application. Every macrostep of
+:class:`Engine` runs on an ``eventsourcing`` Application of its own. Every macrostep of
 every instance — and every child it births, retries, resumes, cancels or
 messages — is saved in one atomic commit before anything is enacted.
 A :class:`Worker` makes an engine one member of a fleet sharing a store.
@@ -8,7 +8,7 @@ A :class:`Worker` makes an engine one member of a fleet sharing a store.
 
 from incarnate._async import AsyncEngine, AsyncInstanceHandle
 from incarnate._clock import Clock, SystemClock, VirtualClock
-from incarnate._engine import Engine
+from incarnate._engine import Engine, Runner
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome
 from incarnate._listing import Listing
 from incarnate._manager import RecoveryManager, RecoverySettings, SweepReport
@@ -16,7 +16,7 @@ from incarnate._migration import InstanceVerdict, MigrationReport, Verdict
 from incarnate._ownership import TakeOver
 from incarnate._process import Decision
 from incarnate._recovery import ParkedRoot
-from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
+from incarnate._runners import DeterministicRunner, ThreadedRunner
 from incarnate._storage import Storage, register_storage
 from incarnate._tasks import TaskCall, TaskFunction
 from incarnate._worker import Worker

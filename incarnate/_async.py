@@ -218,7 +218,7 @@ class AsyncEngine:
 
     async def instance_ids(self) -> list[UUID]:
         """Every instance id in the store."""
-        return await self.call(lambda: list(self.engine.instance_ids()))
+        return await self.call(lambda: list(self.engine.parts.journal.instance_ids()))
 
     # ------------------------------------------------------------ serving
 

@@ -171,8 +171,8 @@ def worker(db: str) -> int:
     engine = build_engine(db)
     # An engine that runs work is live while its heartbeat lasts, and nobody takes its trees
     # meanwhile; a short lease keeps the wait after the kill short.
-    engine.heartbeat.configure(group="default", lease=WORKER_LEASE)
-    engine.heartbeat.beat()
+    engine.parts.heartbeat.configure(group="default", lease=WORKER_LEASE)
+    engine.parts.heartbeat.beat()
     pending: dict[int, list[str]] = {}
 
     def hook(point: str, uow: UnitOfWork) -> None:
@@ -186,7 +186,7 @@ def worker(db: str) -> int:
             if any(name.endswith("ChildRetry") for name in names):
                 print(KILL_MARK, flush=True)
 
-    engine.hooks.append(hook)
+    engine.parts.commits.hooks.append(hook)
     engine.start("order", id=ORDER_ID)
     assert isinstance(engine.runner, ThreadedRunner)
     engine.runner.start()
@@ -307,7 +307,7 @@ def _configuration(engine: Engine) -> Callable[[Instance], tuple[str, ...]]:
         chart = engine.charts.get(instance.record.name)
         if chart is None or instance.record.snapshot_parts is None:
             return ()
-        return chart.atomic(engine.decode(chart, instance).configuration)
+        return chart.atomic(engine.parts.copies.decode(chart, instance).configuration)
 
     return configuration
 
@@ -316,7 +316,7 @@ def _tree(engine: Engine) -> TreeNode:
     """The order's call tree, finished children included."""
     instances: dict[UUID, Instance] = {}
     born: dict[UUID, list[tuple[int, UUID]]] = {}
-    for instance_id in engine.instance_ids():
+    for instance_id in engine.parts.journal.instance_ids():
         instance = engine.instance(instance_id)
         instances[instance_id] = instance
         ref = instance.record.parent
@@ -336,7 +336,7 @@ def _incarnations(node: TreeNode) -> dict[UUID, tuple[Ref | None, int]]:
 
 def _others_live(engine: Engine) -> bool:
     """Whether another engine's heartbeat still holds (the killed worker's, until its lease runs out)."""
-    coordination = engine.coordination
+    coordination = engine.parts.coordination
     now = coordination.now()
     beats = coordination.heartbeats().values()
     return any(beat.expires_at > now for beat in beats if beat.engine_id != engine.engine_id)
@@ -459,7 +459,7 @@ def run_demo(db: str = DEFAULT_DB, out: Callable[[str], None] = _say, *, timeout
             names[node.id] = (
                 node.name if node.ref is None else f"{node.ref.site}[{node.ref.key}]#{node.ref.generation}"
             )
-        for instance_id in engine.instance_ids():
+        for instance_id in engine.parts.journal.instance_ids():
             instance = engine.instance(instance_id)
             if instance_id not in names and instance.record.parent is not None:
                 ref = instance.record.parent

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 from uuid import UUID
 
 import attrs
@@ -32,10 +32,20 @@ from incarnate.errors import EngineError, InstanceCancelled, InstanceFailed
 from statechart import JsonValue
 from statechart.effects import Ignored
 
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
-
 T = TypeVar("T")
+
+
+class InstanceSource(Protocol):
+    """What a handle or a receipt reads through: an :class:`~incarnate.Engine`, or anything like it."""
+
+    def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
+        """The instance as stored now (``fresh=False``: the reader's last committed copy)."""
+        ...
+
+    def events_of(self, instance_id: UUID) -> list[Any]:
+        """Every stored event of the instance, oldest first."""
+        ...
+
 
 FIRST_POLL = 0.01
 """Seconds before the first re-read of a waiting handle; doubled up to :data:`MAX_POLL`."""
@@ -136,10 +146,10 @@ class InstanceHandle(UUID):
 
     __slots__ = ("_chart", "_engine")
 
-    _engine: Engine
+    _engine: InstanceSource
     _chart: str
 
-    def __init__(self, engine: Engine, instance_id: UUID, chart: str) -> None:
+    def __init__(self, engine: InstanceSource, instance_id: UUID, chart: str) -> None:
         super().__init__(int=instance_id.int)
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_chart", chart)
@@ -162,7 +172,7 @@ class InstanceHandle(UUID):
         return self._chart
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> InstanceSource:
         """The engine this handle reads through."""
         return self._engine
 
@@ -234,7 +244,7 @@ class StepOutcome:
 class SendReceipt:
     """One message accepted into an instance's inbox; :meth:`wait` for the step it caused."""
 
-    def __init__(self, engine: Engine, instance_id: UUID, seq: int, key: str | None) -> None:
+    def __init__(self, engine: InstanceSource, instance_id: UUID, seq: int, key: str | None) -> None:
         self.engine = engine
         self.instance_id = plain(instance_id)
         self.seq = seq
@@ -305,7 +315,7 @@ class SendReceipt:
         return await poll_async(self._read, timeout, self._expired(timeout), run or _in_thread)
 
 
-def receipt_for_key(engine: Engine, instance_id: UUID, key: str) -> SendReceipt:
+def receipt_for_key(engine: InstanceSource, instance_id: UUID, key: str) -> SendReceipt:
     """The receipt of the message accepted earlier under ``key``."""
     for event in engine.events_of(instance_id):
         message = getattr(event, "message", None)

@@ -432,7 +432,7 @@ def check_event(engine: Engine, instance: Instance, name: str) -> EventCheck:
         matching = chart.matching(name)
         taken = any(t.delay is None for state in active for t in matching[state])
         return EventCheck(name, record.status, configuration, enabled_events(chart, configuration), taken)
-    shape = engine.chart_shape(record.name, record.fingerprint) if record.fingerprint else None
+    shape = engine.parts.journal.chart_shape(record.name, record.fingerprint) if record.fingerprint else None
     if shape is None or any(site.state in configuration for site in shape.sites):
         # no structure to judge by, or a site whose children an event may be forwarded to
         return EventCheck(name, record.status, configuration, (), None)
@@ -467,7 +467,7 @@ def _configuration(engine: Engine, instance: Instance) -> tuple[str, ...]:
     if chart is None or record.kind is not InstanceKind.CHART or record.snapshot_parts is None:
         return ()
     try:
-        return chart.atomic(engine.decode(chart, instance).configuration)
+        return chart.atomic(engine.parts.copies.decode(chart, instance).configuration)
     except (CodecError, KeyError):  # a stored state the registered chart lacks (before a migration)
         stored = ", ".join(str(s) for s in (record.snapshot_parts or {}).get("configuration", ()))
         return (f"stored states {stored} do not fit chart {record.name!r}",)

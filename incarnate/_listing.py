@@ -14,7 +14,7 @@ when a listing catches up does not change what it says.
 
 That timestamp comes from the clock of the host that wrote the event, while
 recovery measures ``ttl`` against the store's clock
-(``engine.coordination.now()``): the hosts' clocks are assumed to agree with
+(the store clock, ``Coordination.now()``): the hosts' clocks are assumed to agree with
 the store's to well within ``ttl`` (NTP). A writer whose clock runs behind
 makes its instances look older by the difference, which may start recovery
 that much early; recovery still needs the owner's heartbeat to have expired
@@ -60,7 +60,7 @@ from projections._listing import (
 )
 
 if TYPE_CHECKING:
-    from incarnate._engine import Engine
+    from incarnate._journal import Journal
 
 __all__ = ["BATCH_SIZE", "ROWS_TABLE", "TRACKING_TABLE", "Listing"]
 
@@ -94,15 +94,15 @@ class Listing:
     Thread-safe: one lock serialises every call on a listing.
     """
 
-    def __init__(self, engine: Engine, *, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, journal: Journal, *, batch_size: int = BATCH_SIZE) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        self.engine = engine
+        self.journal = journal
         self.batch_size = batch_size
         self._lock = threading.Lock()
         self._closed = False
-        self.tables: ListingTables = engine.store.listing_tables()
-        mapper = engine.mapper
+        self.tables: ListingTables = journal.store.listing_tables()
+        mapper = journal.mapper
         self._stored_plain = not (mapper.cipher or mapper.compressor)
         """Whether stored states are plain JSON (read as they are, without the mapper)."""
         """Where the rows and the position are stored: the store's listing tables."""
@@ -142,7 +142,7 @@ class Listing:
             log.warning(
                 "%s in %s does not read; rebuilding the listing from the event log",
                 error,
-                self.engine.storage.describe(),
+                self.journal.described,
             )
         with self._storage_errors("reset the listing"):
             self.tables.reset()
@@ -151,7 +151,7 @@ class Listing:
             return read()
         except UnreadableRow as error:
             raise StorageError(
-                f"the listing in {self.engine.storage.describe()} does not read back after a rebuild: "
+                f"the listing in {self.journal.described} does not read back after a rebuild: "
                 f"{error}; check the database"
             ) from error
 
@@ -168,7 +168,7 @@ class Listing:
             before = tables.load(set(originators))
         rows = dict(before)
         first_seen: dict[UUID, int] = {}
-        now = self.engine.coordination.now()
+        now = self.journal.coordination.now()
         for notification, originator in zip(notifications, originators, strict=True):
             self._fold(rows, notification, originator, now)
             if originator not in before and originator in rows:
@@ -212,7 +212,7 @@ class Listing:
 
     def _notifications(self, start: int, limit: int) -> Sequence[Notification]:
         try:
-            return self.engine.recorder.select_notifications(start=start, limit=limit)
+            return self.journal.recorder.select_notifications(start=start, limit=limit)
         except PersistenceError as error:
             raise StorageError(f"could not read notifications from {start}: {error}") from error
 
@@ -222,7 +222,7 @@ class Listing:
         Any failure there (a wrong key, a truncated record) is a :class:`DecodeError`:
         the cipher and the compressor are configurable, and so are their exceptions.
         """
-        mapper = self.engine.mapper
+        mapper = self.journal.mapper
         state = notification.state
         try:
             if mapper.cipher:
@@ -322,7 +322,9 @@ class Listing:
 
     def _require_open(self) -> None:
         if self._closed:
-            raise EngineError("this listing is closed; create a new Listing(engine)")
+            raise EngineError(
+                "this listing is closed; create a new Listing(engine.parts.journal), or use engine.listing"
+            )
 
     @contextlib.contextmanager
     def _storage_errors(self, doing: str) -> Iterator[None]:
@@ -330,7 +332,7 @@ class Listing:
             yield
         except self.tables.errors as error:
             raise StorageError(
-                f"could not {doing} in {self.engine.storage.describe()}: {type(error).__name__}: {error}"
+                f"could not {doing} in {self.journal.described}: {type(error).__name__}: {error}"
             ) from error
 
 

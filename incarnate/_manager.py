@@ -51,6 +51,7 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
+from incarnate._ownership import orphan
 from incarnate.errors import ConfigurationError, Fenced, StorageError, TreeHeld
 from projections import CheckpointError, ListingRow
 
@@ -325,7 +326,7 @@ class RecoveryManager:
     def _resign(self) -> None:
         if self._leading:
             try:
-                self.engine.coordination.resign(self.settings.lock_id, self.engine.engine_id)
+                self.engine.parts.coordination.resign(self.settings.lock_id, self.engine.engine_id)
             except Exception:  # a closed store has released the lock already
                 log.debug("resigning leadership of engine %s failed", self.engine.engine_id, exc_info=True)
             self._set_leading(False)
@@ -340,7 +341,7 @@ class RecoveryManager:
         with self._sweep_lock:
             if self._stopping.is_set():
                 return SweepReport(leader=bool(self._leading), cancelled=True)
-            coordination = self.engine.coordination
+            coordination = self.engine.parts.coordination
             engine_id = self.engine.engine_id
             leading = coordination.lead(self.settings.lock_id, engine_id)
             self._set_leading(leading)
@@ -409,7 +410,7 @@ class RecoveryManager:
         listing = engine.listing
         listing.catch_up()
         rows = listing.rows(in_flight=True)
-        coordination = engine.coordination
+        coordination = engine.parts.coordination
         now = coordination.now()
         beats = coordination.heartbeats()
         running = self.running
@@ -454,7 +455,7 @@ class RecoveryManager:
         if self.engine.listing.get(instance_id) is not None:
             return False
         try:
-            return not self.engine.recorder.select_events(instance_id, limit=1)
+            return not self.engine.parts.journal.recorder.select_events(instance_id, limit=1)
         except PersistenceError as error:
             raise StorageError(
                 f"could not read the events of {instance_id} in {self.engine.storage.describe()}: {error}"
@@ -551,7 +552,7 @@ class RecoveryManager:
             f"{self.engine.engine_id}"
         )
         try:
-            marked = self.engine.orphan(child, reason)
+            marked = orphan(self.engine.parts, child, reason)
         except _TRANSIENT_ERRORS as error:
             return _Outcome(TRANSIENT, _describe(error))
         except Exception as error:
@@ -575,7 +576,7 @@ class RecoveryManager:
             elif outcome.outcome == ERROR:
                 tally.errors += 1
         try:
-            self.engine.coordination.release(
+            self.engine.parts.coordination.release(
                 root, self.engine.engine_id, outcome=outcome.outcome, message=outcome.message
             )
         except Exception:  # the lease then expires on its own

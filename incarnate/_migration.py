@@ -24,23 +24,24 @@ instances now resume. Parked roots whose whole tree then fits are resolved.
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import attrs
 from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance, InstanceKind, InstanceStatus
-from incarnate._ownership import is_live
-from incarnate._recovery import breaking_changes, migrated_snapshot, resolve
-from incarnate.errors import EngineError, UnknownInstance
-from projections import CheckpointError, CheckpointUndecodable
+from incarnate._ownership import is_live, take_over
+from incarnate._parts import Parts
+from incarnate._recovery import RETRIES, breaking_changes, call_tree, migrated_snapshot
+from incarnate.errors import EngineError, MigrationRejected, StorageError, TreeHeld, UnknownInstance
+from projections import Checkpoint, CheckpointError, CheckpointUndecodable
 from statechart import Chart, JsonValue
 
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
+log = logging.getLogger("incarnate.recovery")
 
 DEFAULT_BATCH_SIZE = 100
 """How many instances one migration commit writes, by default."""
@@ -177,7 +178,7 @@ def _mapped(
     return data, ""
 
 
-def judge(engine: Engine, instance: Instance, mapping: Mapping[str, str] | None = None) -> InstanceVerdict:
+def judge(parts: Parts, instance: Instance, mapping: Mapping[str, str] | None = None) -> InstanceVerdict:
     """The verdict on one loaded instance under the charts registered with ``engine``."""
     record = instance.record
     mapping = dict(mapping or {})
@@ -198,14 +199,14 @@ def judge(engine: Engine, instance: Instance, mapping: Mapping[str, str] | None 
     if record.status is InstanceStatus.PARKED:
         incidents = "; ".join(i.detail for i in record.incidents if i.parked) or "no incident recorded"
         notes.append(f"parked ({incidents}); it is resolved once every instance of its tree fits")
-    chart = engine.charts.get(record.name)
+    chart = parts.charts.get(record.name)
     if chart is None:
         return verdict(
             Verdict.PARKS,
-            f"chart {record.name!r} is not among the new charts ({', '.join(sorted(engine.charts))}); "
+            f"chart {record.name!r} is not among the new charts ({', '.join(sorted(parts.charts))}); "
             "add it to them, or terminate the call tree",
         )
-    if is_live(engine, record.owner):
+    if is_live(parts, record.owner):
         return verdict(
             Verdict.HELD,
             f"owned by live worker {record.owner!r}; stop it (or let its heartbeat lapse) before "
@@ -216,10 +217,10 @@ def judge(engine: Engine, instance: Instance, mapping: Mapping[str, str] | None 
     if snapshot is None:
         return verdict(Verdict.RESUMES, "it has not stepped yet: it starts under the new chart", *notes)
     missing = _missing(chart, snapshot, {})
-    breaking = breaking_changes(engine, record.name, record.fingerprint, chart)
+    breaking = breaking_changes(parts, record.name, record.fingerprint, chart)
     if not missing:
         try:
-            engine.plan(instance.id, chart)
+            parts.reads.plan(instance.id, chart)
         except CheckpointUndecodable as error:
             return verdict(Verdict.PARKS, f"its checkpoint does not decode under the new chart: {error}")
         except CheckpointError as error:
@@ -251,15 +252,15 @@ def judge(engine: Engine, instance: Instance, mapping: Mapping[str, str] | None 
     )
 
 
-def _live_instances(engine: Engine, chart: str | None, ids: Collection[UUID] | None) -> Iterator[Instance]:
-    engine.listing.catch_up()
-    for row in engine.listing.rows(in_flight=True):
+def _live_instances(parts: Parts, chart: str | None, ids: Collection[UUID] | None) -> Iterator[Instance]:
+    parts.listing.catch_up()
+    for row in parts.listing.rows(in_flight=True):
         if row.kind != InstanceKind.CHART.value or (chart is not None and row.name != chart):
             continue
         if ids is not None and row.id not in ids:
             continue
         try:
-            instance = engine.instance(row.id)
+            instance = parts.reads.instance(row.id)
         except UnknownInstance:
             continue
         if not instance.record.status.finished:
@@ -267,7 +268,7 @@ def _live_instances(engine: Engine, chart: str | None, ids: Collection[UUID] | N
 
 
 def check(
-    engine: Engine,
+    parts: Parts,
     *,
     chart: str | None = None,
     mapping: Mapping[str, str] | None = None,
@@ -280,17 +281,17 @@ def check(
     root's verdict says that it is resolved once its whole tree fits.
     """
     if mapping:
-        _check_mapping(engine, chart, mapping)
-    return [judge(engine, instance, mapping) for instance in _live_instances(engine, chart, ids)]
+        _check_mapping(parts, chart, mapping)
+    return [judge(parts, instance, mapping) for instance in _live_instances(parts, chart, ids)]
 
 
-def _check_mapping(engine: Engine, chart: str | None, mapping: Mapping[str, str]) -> None:
+def _check_mapping(parts: Parts, chart: str | None, mapping: Mapping[str, str]) -> None:
     if chart is None:
         return
-    new = engine.charts.get(chart)
+    new = parts.charts.get(chart)
     if new is None:
         raise EngineError(
-            f"chart {chart!r} is not among the new charts ({', '.join(sorted(engine.charts))}); "
+            f"chart {chart!r} is not among the new charts ({', '.join(sorted(parts.charts))}); "
             "name a chart the new charts define"
         )
     unknown = sorted({target for target in mapping.values() if target not in new.index})
@@ -305,7 +306,7 @@ def _check_mapping(engine: Engine, chart: str | None, mapping: Mapping[str, str]
 
 
 def apply(
-    engine: Engine,
+    parts: Parts,
     *,
     chart: str,
     mapping: Mapping[str, str],
@@ -326,33 +327,33 @@ def apply(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    _check_mapping(engine, chart, mapping)
-    verdicts = check(engine, chart=chart, mapping=mapping, ids=ids)
+    _check_mapping(parts, chart, mapping)
+    verdicts = check(parts, chart=chart, mapping=mapping, ids=ids)
     batch = f"migration-{uuid.uuid4()}"
     due = [v.instance_id for v in verdicts if v.verdict is Verdict.MIGRATES]
     migrated: list[UUID] = []
     skipped: list[tuple[UUID, str]] = []
     for start in range(0, len(due), batch_size):
-        written, passed = _write_batch(engine, due[start : start + batch_size], mapping, batch, reason)
+        written, passed = _write_batch(parts, due[start : start + batch_size], mapping, batch, reason)
         migrated.extend(written)
         skipped.extend(passed)
         if progress is not None:
             progress(min(start + batch_size, len(due)), len(due))
     if progress is not None and not due:
         progress(0, 0)
-    resolved = _resolve_parked(engine, verdicts, batch)
+    resolved = _resolve_parked(parts, verdicts, batch)
     return MigrationReport(batch, tuple(verdicts), tuple(migrated), tuple(resolved), tuple(skipped))
 
 
 def _prepared(
-    engine: Engine, instance_id: UUID, mapping: Mapping[str, str], batch: str, reason: str
+    parts: Parts, instance_id: UUID, mapping: Mapping[str, str], batch: str, reason: str
 ) -> tuple[Instance | None, str]:
     """The instance, loaded fresh, with its ``Migrated`` event pending; or None and why not."""
-    instance = engine.instance(instance_id)
-    verdict = judge(engine, instance, mapping)
+    instance = parts.reads.instance(instance_id)
+    verdict = judge(parts, instance, mapping)
     if verdict.verdict is not Verdict.MIGRATES:
         return None, f"now {verdict.verdict.value}: {'; '.join(verdict.reasons)}"
-    chart = engine.charts[instance.record.name]
+    chart = parts.charts[instance.record.name]
     snapshot = instance.record.snapshot
     assert snapshot is not None  # judged migrates: it has a snapshot
     data, why_not = _mapped(chart, snapshot, mapping)
@@ -364,12 +365,12 @@ def _prepared(
 
 
 def _write_batch(
-    engine: Engine, ids: Sequence[UUID], mapping: Mapping[str, str], batch: str, reason: str
+    parts: Parts, ids: Sequence[UUID], mapping: Mapping[str, str], batch: str, reason: str
 ) -> tuple[list[UUID], list[tuple[UUID, str]]]:
     prepared: list[Instance] = []
     skipped: list[tuple[UUID, str]] = []
     for instance_id in ids:
-        instance, why_not = _prepared(engine, instance_id, mapping, batch, reason)
+        instance, why_not = _prepared(parts, instance_id, mapping, batch, reason)
         if instance is None:
             skipped.append((instance_id, why_not))
         else:
@@ -377,14 +378,14 @@ def _write_batch(
     if not prepared:
         return [], skipped
     try:
-        engine.save_instances(*prepared)
+        parts.commits.save_instances(*prepared)
     except IntegrityError:
-        return _write_each(engine, [i.id for i in prepared], mapping, batch, reason, skipped)
+        return _write_each(parts, [i.id for i in prepared], mapping, batch, reason, skipped)
     return [i.id for i in prepared], skipped
 
 
 def _write_each(
-    engine: Engine,
+    parts: Parts,
     ids: Sequence[UUID],
     mapping: Mapping[str, str],
     batch: str,
@@ -393,12 +394,12 @@ def _write_each(
 ) -> tuple[list[UUID], list[tuple[UUID, str]]]:
     written: list[UUID] = []
     for instance_id in ids:
-        instance, why_not = _prepared(engine, instance_id, mapping, batch, reason)
+        instance, why_not = _prepared(parts, instance_id, mapping, batch, reason)
         if instance is None:
             skipped.append((instance_id, why_not))
             continue
         try:
-            engine.save_instances(instance)
+            parts.commits.save_instances(instance)
         except IntegrityError:
             skipped.append((instance_id, "written concurrently by another engine; run the migration again"))
             continue
@@ -406,27 +407,87 @@ def _write_each(
     return written, skipped
 
 
-def _parked(engine: Engine, root_id: UUID) -> bool:
+def _parked(parts: Parts, root_id: UUID) -> bool:
     try:
-        return engine.instance(root_id).record.status is InstanceStatus.PARKED
+        return parts.reads.instance(root_id).record.status is InstanceStatus.PARKED
     except UnknownInstance:
         return False
 
 
-def _resolve_parked(engine: Engine, verdicts: Sequence[InstanceVerdict], batch: str) -> list[UUID]:
+def _resolve_parked(parts: Parts, verdicts: Sequence[InstanceVerdict], batch: str) -> list[UUID]:
     resolved: list[UUID] = []
-    parked = [root_id for root_id in dict.fromkeys(v.root for v in verdicts) if _parked(engine, root_id)]
+    parked = [root_id for root_id in dict.fromkeys(v.root for v in verdicts) if _parked(parts, root_id)]
     if not parked:
         return resolved
     trees: dict[UUID, list[InstanceVerdict]] = {}
-    for verdict in check(engine):  # anew: the migrations just written now resume
+    for verdict in check(parts):  # anew: the migrations just written now resume
         trees.setdefault(verdict.root, []).append(verdict)
     for root_id in parked:
         if not all(v.verdict is Verdict.RESUMES for v in trees.get(root_id, ())):
             continue
         try:
-            if resolve(engine, root_id, f"migrated by {batch}") is not None:
+            if resolve(parts, root_id, f"migrated by {batch}") is not None:
                 resolved.append(root_id)
         except CheckpointError:
             continue  # it stays parked; its verdicts say why on the next check
     return resolved
+
+
+def migrate(parts: Parts, instance_id: UUID, mapping: Mapping[str, str]) -> Checkpoint | None:
+    """Map a parked instance's states onto the registered chart, then try to unpark its root."""
+    for _ in range(RETRIES):
+        instance = parts.reads.instance(instance_id)
+        record = instance.record
+        chart = parts.charts.get(record.name)
+        if chart is None:
+            raise EngineError(f"chart {record.name!r} is not registered; register the new version first")
+        whole = record.snapshot
+        if whole is None:
+            raise EngineError(f"instance {instance_id} has no snapshot to migrate")
+        try:
+            data, _ = migrated_snapshot(chart, whole, mapping)
+        except ValueError as error:
+            raise MigrationRejected(instance_id, [str(error)]) from error
+        instance.migrate(tuple(sorted(mapping.items())), chart.fingerprint, data)
+        try:
+            parts.commits.save_instances(instance)
+        except IntegrityError:
+            continue
+        break
+    else:
+        raise StorageError(f"could not migrate {instance_id}")
+    return resolve(parts, parts.reads.instance(instance_id).record.root, f"migrated {instance_id}")
+
+
+def resolve(parts: Parts, root_id: UUID, resolution: str) -> Checkpoint | None:
+    """Unpark a root if every instance of its tree now plans cleanly; returns the root's checkpoint."""
+    root = parts.reads.instance(root_id)
+    if root.record.status is not InstanceStatus.PARKED:
+        return None
+    for instance in call_tree(parts, root_id):
+        record = instance.record
+        if record.status.finished:
+            continue
+        chart = parts.charts.get(record.name) if record.kind is InstanceKind.CHART else None
+        if record.kind is InstanceKind.CHART and chart is None:
+            raise EngineError(f"chart {record.name!r} of {instance.id} is not registered")
+        if chart is not None and breaking_changes(parts, record.name, record.fingerprint, chart):
+            # A compatible decode is enough once migrated; the fingerprint now matches.
+            pass
+        parts.reads.plan(instance.id, chart)  # raises CheckpointError while something still does not fit
+    for _ in range(RETRIES):
+        root = parts.reads.instance(root_id)
+        root.resolve(resolution)
+        try:
+            parts.commits.save_instances(root)
+        except IntegrityError:
+            continue
+        break
+    parts.holdings.unacquire(root_id)
+    try:
+        take_over(parts, root_id, reason=f"resolved: {resolution}")
+    except TreeHeld as error:
+        # Its owner is live: it sees the Resolved event and runs the tree itself.
+        log.info("%s", error)
+    chart = parts.charts.get(root.record.name)
+    return parts.reads.plan(root_id, chart)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 import attrs
@@ -28,11 +27,9 @@ from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance
 from aggregates.errors import CorruptRecord
+from incarnate._parts import Parts
 from incarnate._recovery import Stored, acquire, caller_ended, park_corrupt
 from incarnate.errors import NotARoot, StorageError, TreeHeld, UnknownInstance
-
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
 
 log = logging.getLogger("incarnate.ownership")
 
@@ -49,11 +46,11 @@ class TakeOver:
     parked: bool
 
 
-def is_live(engine: Engine, owner: str) -> bool:
+def is_live(parts: Parts, owner: str) -> bool:
     """Whether ``owner`` is an engine with an unexpired heartbeat (this engine counts as not live here)."""
-    if not owner or owner == engine.engine_id:
+    if not owner or owner == parts.engine_id:
         return False
-    return engine.coordination.is_live(owner)
+    return parts.coordination.is_live(owner)
 
 
 @attrs.define
@@ -69,7 +66,7 @@ class _Survey:
     """The owners its claimed members had before the claim."""
 
 
-def take_over(engine: Engine, root_id: UUID, *, reason: str = DEFAULT_REASON) -> TakeOver:
+def take_over(parts: Parts, root_id: UUID, *, reason: str = DEFAULT_REASON) -> TakeOver:
     """Claim the call tree of ``root_id`` for ``engine`` in one atomic save, then acquire it.
 
     Raises :class:`TreeHeld` (writing nothing) when a member is owned by
@@ -80,21 +77,21 @@ def take_over(engine: Engine, root_id: UUID, *, reason: str = DEFAULT_REASON) ->
     """
     for _ in range(RETRIES):
         try:
-            survey = _survey(engine, root_id)
+            survey = _survey(parts, root_id)
         except CorruptRecord as error:
-            park_corrupt(engine, error, root_id)
+            park_corrupt(parts, error, root_id)
             return TakeOver(root_id, (), True)
-        claims = _claims(engine, root_id, survey.members)
+        claims = _claims(parts, root_id, survey.members)
         try:
-            _claim(engine, [(survey, claims)], reason)
+            _claim(parts, [(survey, claims)], reason)
         except IntegrityError:
             continue  # someone wrote meanwhile: walk the tree again
-        return _acquire_tree(engine, survey, claims, reason)
+        return _acquire_tree(parts, survey, claims, reason)
     raise StorageError(f"could not take over the call tree of {root_id}: too many concurrent writers")
 
 
 def take_over_batch(
-    engine: Engine, roots: Sequence[UUID], *, reason: str = DEFAULT_REASON
+    parts: Parts, roots: Sequence[UUID], *, reason: str = DEFAULT_REASON
 ) -> tuple[list[TakeOver], list[TreeHeld]]:
     """:func:`take_over` of many roots, their claims in one atomic save; what was taken and what is held.
 
@@ -110,31 +107,31 @@ def take_over_batch(
     held: list[TreeHeld] = []
     surveyed: list[tuple[_Survey, list[Instance]]] = []
     live: dict[str, bool] = {}  # each previous owner's liveness, looked up once per batch
-    read = _prefetched(engine, roots)
+    read = _prefetched(parts, roots)
     for root_id in roots:
         try:
-            survey = _survey(engine, root_id, read)
-            surveyed.append((survey, _claims(engine, root_id, survey.members, live)))
+            survey = _survey(parts, root_id, read)
+            surveyed.append((survey, _claims(parts, root_id, survey.members, live)))
         except TreeHeld as error:
             held.append(error)
         except (NotARoot, UnknownInstance):
             continue
         except CorruptRecord as error:
-            park_corrupt(engine, error, root_id)
+            park_corrupt(parts, error, root_id)
             taken.append(TakeOver(root_id, (), True))
     try:
-        _claim(engine, surveyed, reason)
+        _claim(parts, surveyed, reason)
     except IntegrityError:
         for survey, _ in surveyed:
             try:
-                taken.append(take_over(engine, survey.root, reason=reason))
+                taken.append(take_over(parts, survey.root, reason=reason))
             except TreeHeld as error:
                 held.append(error)
             except (NotARoot, UnknownInstance):
                 continue
         return taken, held
     for survey, claims in surveyed:
-        taken.append(_acquire_tree(engine, survey, claims, reason))
+        taken.append(_acquire_tree(parts, survey, claims, reason))
     return taken, held
 
 
@@ -142,9 +139,9 @@ Reader = Callable[[UUID], Stored]
 """Reads one instance for a take-over (``Engine.read``, or from what a batch prefetched)."""
 
 
-def _prefetched(engine: Engine, roots: Sequence[UUID]) -> Reader:
+def _prefetched(parts: Parts, roots: Sequence[UUID]) -> Reader:
     """A reader over the roots and their retained children, read in two queries where the store can."""
-    records = engine.prefetch(roots)
+    records = parts.reads.prefetch(roots)
     known: dict[UUID, Stored] = {}
     children: list[UUID] = []
     for root_id in roots:
@@ -152,34 +149,34 @@ def _prefetched(engine: Engine, roots: Sequence[UUID]) -> Reader:
         if found is None:
             continue
         try:
-            known[root_id] = engine.read(root_id, found)
+            known[root_id] = parts.reads.read(root_id, found)
         except (CorruptRecord, UnknownInstance):
             continue  # read again, and reported, when its tree is surveyed
         children.extend(a.child_id for a in known[root_id][0].record.activations)
-    records.update(engine.prefetch(children))
+    records.update(parts.reads.prefetch(children))
 
     def read(instance_id: UUID) -> Stored:
         stored = known.pop(instance_id, None)
         if stored is not None:
             return stored
-        return engine.read(instance_id, records.pop(instance_id, None))
+        return parts.reads.read(instance_id, records.pop(instance_id, None))
 
     return read
 
 
-def _survey(engine: Engine, root_id: UUID, read: Reader | None = None) -> _Survey:
+def _survey(parts: Parts, root_id: UUID, read: Reader | None = None) -> _Survey:
     """Read the tree of ``root_id`` (:class:`NotARoot` for an awaited child), each member once."""
-    read = read or engine.read
+    read = read or parts.reads.read
     loaded: dict[UUID, Stored] = {}
     loaded[root_id] = read(root_id)
     start = loaded[root_id][0]
     if start.record.parent is not None:
-        _refuse_awaited_child(engine, start)
+        _refuse_awaited_child(parts, start)
     members, cascade = _walk(start, loaded, read)
     return _Survey(root_id, start, members, cascade, loaded)
 
 
-def _claim(engine: Engine, trees: Sequence[tuple[_Survey, list[Instance]]], reason: str) -> None:
+def _claim(parts: Parts, trees: Sequence[tuple[_Survey, list[Instance]]], reason: str) -> None:
     """Claim the given members of the trees in one atomic save (``IntegrityError`` on a conflict).
 
     Each claimed member's known history gains its ``Claimed`` event, so
@@ -191,13 +188,13 @@ def _claim(engine: Engine, trees: Sequence[tuple[_Survey, list[Instance]]], reas
         for member in claims:
             # The compare-and-swap is the save's version check: a claim that lands at the version
             # surveyed replaced exactly the incarnation surveyed (a newer claim conflicts).
-            member.claim(engine.engine_id, reason=reason)
+            member.claim(parts.engine_id, reason=reason)
             claimed.append((survey, member))
     if not claimed:
         return
     written = [(survey, member, list(member.pending_events)) for survey, member in claimed]
     try:
-        engine.save_instances(*(member for _, member in claimed))
+        parts.commits.save_instances(*(member for _, member in claimed))
     except IntegrityError:
         for survey, member in claimed:
             survey.loaded.pop(member.id, None)
@@ -205,10 +202,10 @@ def _claim(engine: Engine, trees: Sequence[tuple[_Survey, list[Instance]]], reas
     for survey, member, events in written:
         _, snapshot, history = survey.loaded[member.id]
         survey.loaded[member.id] = (member, snapshot, [*history, *events])
-        engine.hold(member.id, member.record.incarnation)
+        parts.holdings.hold(member.id, member.record.incarnation)
 
 
-def _acquire_tree(engine: Engine, survey: _Survey, claims: list[Instance], reason: str) -> TakeOver:
+def _acquire_tree(parts: Parts, survey: _Survey, claims: list[Instance], reason: str) -> TakeOver:
     """Acquire a claimed tree from what its survey read; log the take-over."""
     root_id = survey.root
     claimed = tuple(member.id for member in claims)
@@ -216,14 +213,14 @@ def _acquire_tree(engine: Engine, survey: _Survey, claims: list[Instance], reaso
         previous = survey.previous
         log.info(
             "engine %s took over the call tree of %s (%d claimed, from %s): %s",
-            engine.engine_id,
+            parts.engine_id,
             root_id,
             len(claimed),
             ", ".join(sorted(previous)) or "nobody",
             reason,
             extra={
-                "engine_id": engine.engine_id,
-                "owner": engine.engine_id,
+                "engine_id": parts.engine_id,
+                "owner": parts.engine_id,
                 "instance_id": str(root_id),
                 "root_id": str(root_id),
                 "chart": survey.start.record.name,
@@ -231,17 +228,17 @@ def _acquire_tree(engine: Engine, survey: _Survey, claims: list[Instance], reaso
                 "previous_owners": sorted(previous),
             },
         )
-    parked = not acquire(engine, root_id, known=survey.loaded)
+    parked = not acquire(parts, root_id, known=survey.loaded)
     if not parked:
         for child_id in survey.cascade:
-            if engine.holdings.holds(child_id) and not engine.holdings.is_acquired(child_id):
-                acquire(engine, child_id, known=survey.loaded)  # its caller ended: finish it (FR-6)
+            if parts.holdings.holds(child_id) and not parts.holdings.is_acquired(child_id):
+                acquire(parts, child_id, known=survey.loaded)  # its caller ended: finish it (FR-6)
     return TakeOver(root_id, claimed, parked)
 
 
-def _refuse_awaited_child(engine: Engine, child: Instance) -> None:
+def _refuse_awaited_child(parts: Parts, child: Instance) -> None:
     """FR-1: a child whose caller still retains it is recovered only through its root."""
-    if caller_ended(engine, child) is None:
+    if caller_ended(parts, child) is None:
         ref = child.record.parent
         assert ref is not None
         raise NotARoot(child.id, ref.parent, child.record.root)
@@ -278,7 +275,7 @@ def _walk(start: Instance, loaded: dict[UUID, Stored], read: Reader) -> tuple[li
 
 
 def _claims(
-    engine: Engine, root_id: UUID, members: list[Instance], live: dict[str, bool] | None = None
+    parts: Parts, root_id: UUID, members: list[Instance], live: dict[str, bool] | None = None
 ) -> list[Instance]:
     """The members to claim; :class:`TreeHeld` when one is owned by another live engine (FR-3).
 
@@ -290,11 +287,111 @@ def _claims(
         record = member.record
         if record.status.finished:
             continue
-        if record.owner == engine.engine_id and engine.holdings.holds_at(member.id, record.incarnation):
+        if record.owner == parts.engine_id and parts.holdings.holds_at(member.id, record.incarnation):
             continue  # held already
         if record.owner not in live:
-            live[record.owner] = is_live(engine, record.owner)
+            live[record.owner] = is_live(parts, record.owner)
         if live[record.owner]:
             raise TreeHeld(root_id, member.id, record.name, record.owner)
         claims.append(member)
     return claims
+
+
+# ----------------------------------------------------------------- what this engine holds
+
+
+def owns(parts: Parts, instance_id: UUID) -> bool:
+    """Whether this engine holds the instance's current incarnation (read from the store)."""
+    held = parts.holdings.incarnation(instance_id)
+    if held is None:
+        return False
+    try:
+        record = parts.reads.instance(instance_id).record
+    except UnknownInstance:
+        return False
+    return record.owner == parts.engine_id and record.incarnation == held
+
+
+def drop(parts: Parts, instance_id: UUID, why: object) -> None:
+    """Forget an instance another engine now owns: its cached copies, and its queued work and timers.
+
+    Queued work and timers of a dropped instance become no-ops (the engine's
+    ``process`` returns None) until this engine takes it over again.
+    """
+    log.warning("fenced: %s", why, extra={"engine_id": parts.engine_id, "instance_id": str(instance_id)})
+    _forget(parts, instance_id)
+
+
+def _forget(parts: Parts, instance_id: UUID) -> None:
+    """Stop holding an instance: its incarnation, its acquisition and its cached copies."""
+    parts.holdings.fence(instance_id)
+    parts.copies.drop((instance_id,))
+
+
+def forget_if_claimed(parts: Parts, instance: Instance) -> None:
+    """Stop holding an instance the store shows claimed by another engine since (no work was lost).
+
+    An engine that created an instance and never served it (a client's)
+    learns here that a worker took it over; unlike :func:`drop`, this is
+    the normal course of things, not a fenced write.
+    """
+    held = parts.holdings.incarnation(instance.id)
+    record = instance.record
+    if held is None or (record.owner == parts.engine_id and record.incarnation == held):
+        return
+    log.debug("%s is now held by %s", instance.id, record.owner, extra={"engine_id": parts.engine_id})
+    _forget(parts, instance.id)
+
+
+def acquire_or_adopt(parts: Parts, instance_id: UUID) -> bool:
+    """Acquire an instance after a restart: validate its ResumePlan and re-enact its children.
+
+    An instance this engine does not hold is taken over first, with its
+    whole call tree (:func:`adopt`). Returns False when the instance may not
+    run here: it, or its root, is parked, or another live engine holds its tree.
+    """
+    if parts.holdings.holds(instance_id):
+        return acquire(parts, instance_id)
+    return adopt(parts, instance_id, "acquired")
+
+
+def adopt(parts: Parts, instance_id: UUID, reason: str) -> bool:
+    """Take over the call tree of an instance this engine does not hold; False when it may not run here.
+
+    An instance owned by another live engine is left alone; any other is
+    taken over through its root (a child on its own only when its caller
+    has ended, to finish it).
+    """
+    try:
+        record = parts.reads.instance(instance_id).record
+    except UnknownInstance:
+        return False
+    except CorruptRecord as error:
+        park_corrupt(parts, error, instance_id)
+        return False
+    if record.status.finished or (record.owner != parts.engine_id and is_live(parts, record.owner)):
+        return False
+    try:
+        result = take_over(parts, record.root, reason=reason)
+        if not parts.holdings.holds(instance_id) and record.parent is not None:
+            result = take_over(parts, instance_id, reason=reason)
+    except (TreeHeld, NotARoot) as error:
+        log.info("not taking over %s: %s", instance_id, error)
+        return False
+    return parts.holdings.holds(instance_id) and not result.parked
+
+
+def orphan(parts: Parts, instance_id: UUID, reason: str) -> bool:
+    """End an instance whose parent is gone with status ``orphan``; False when it had finished already."""
+    for _ in range(RETRIES):
+        instance = parts.reads.instance(instance_id)
+        if instance.record.status.finished:
+            return False
+        instance.mark_orphan(reason)
+        try:
+            parts.commits.save_instances(instance)
+        except IntegrityError:
+            continue
+        parts.holdings.finish(instance_id)
+        return True
+    raise StorageError(f"could not mark {instance_id} as an orphan: too many concurrent writers")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import attrs
@@ -41,9 +41,10 @@ from aggregates import (
     Message,
     Provenance,
 )
-from aggregates.errors import CorruptRecord
+from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
+from incarnate._parts import Parts
 from incarnate._work import UnitOfWork
-from incarnate.errors import EngineError, MigrationRejected, StorageError, TreeHeld, UnknownInstance
+from incarnate.errors import StorageError, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable
 from statechart import Chart, Event
 from statechart.errors import CodecError
@@ -51,9 +52,6 @@ from statechart.event import done_invoke_event, error_invoke_event
 from statechart.model import StateKind
 from statechart.shape import compare
 from statechart.snapshot import Snapshot, snapshot_problems
-
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
 
 log = logging.getLogger("incarnate.recovery")
 
@@ -78,7 +76,7 @@ class ParkedRoot:
 
 
 def acquire(
-    engine: Engine,
+    parts: Parts,
     instance_id: UUID,
     seen: set[UUID] | None = None,
     *,
@@ -96,27 +94,27 @@ def acquire(
     (and claimed) of the whole tree. A record of the tree that does not
     decode parks the tree (:func:`park_corrupt`) and returns False.
     """
-    if engine.holdings.is_acquired(instance_id):
+    if parts.holdings.is_acquired(instance_id):
         return True
     if loaded is None and known is not None:
         loaded = known.get(instance_id)
     if seen is None:
-        before = engine.holdings.acquisitions()
+        before = parts.holdings.acquisitions()
         try:
-            acquired = _acquire(engine, instance_id, set(), loaded=loaded, caller=caller, known=known)
+            acquired = _acquire(parts, instance_id, set(), loaded=loaded, caller=caller, known=known)
         except CorruptRecord as error:
-            park_corrupt(engine, error, instance_id)
+            park_corrupt(parts, error, instance_id)
             return False
         if acquired and log.isEnabledFor(logging.INFO):
-            _log_acquired(engine, instance_id, engine.holdings.acquisitions() - before)
+            _log_acquired(parts, instance_id, parts.holdings.acquisitions() - before)
         return acquired
-    return _acquire(engine, instance_id, seen, loaded=loaded, caller=caller, known=known)
+    return _acquire(parts, instance_id, seen, loaded=loaded, caller=caller, known=known)
 
 
-def _log_acquired(engine: Engine, instance_id: UUID, count: int) -> None:
-    """INFO: an instance (and the children it retains) now runs on this engine."""
+def _log_acquired(parts: Parts, instance_id: UUID, count: int) -> None:
+    """INFO: an instance (and the children it retains) now runs on this parts."""
     try:
-        record = engine.instance(instance_id, fresh=False).record
+        record = parts.reads.instance(instance_id, fresh=False).record
     except (UnknownInstance, CorruptRecord):
         return
     log.info(
@@ -129,14 +127,14 @@ def _log_acquired(engine: Engine, instance_id: UUID, count: int) -> None:
             "chart": record.name,
             "root_id": str(record.root),
             "owner": record.owner,
-            "engine_id": engine.engine_id,
+            "engine_id": parts.engine_id,
             "acquired": count,
         },
     )
 
 
 def _acquire(
-    engine: Engine,
+    parts: Parts,
     instance_id: UUID,
     seen: set[UUID],
     *,
@@ -144,29 +142,29 @@ def _acquire(
     caller: Instance | None,
     known: Mapping[UUID, Stored] | None,
 ) -> bool:
-    if engine.holdings.is_acquired(instance_id):
+    if parts.holdings.is_acquired(instance_id):
         return True
     if instance_id in seen:
         return True
     seen.add(instance_id)
-    instance, start, events = loaded if loaded is not None else engine.read(instance_id)
+    instance, start, events = loaded if loaded is not None else parts.reads.read(instance_id)
     record = instance.record
     if record.status.finished:
-        engine.holdings.finish(instance_id)  # nothing of it runs again: nothing to remember
+        parts.holdings.finish(instance_id)  # nothing of it runs again: nothing to remember
         return True
-    if record.status is InstanceStatus.PARKED or _root_parked(engine, instance, caller):
+    if record.status is InstanceStatus.PARKED or _root_parked(parts, instance, caller):
         return False
     chart: Chart[Any] | None = None
     if record.kind is InstanceKind.CHART:
-        chart = engine.charts.get(record.name)
+        chart = parts.charts.get(record.name)
         if chart is None:
             detail = f"chart {record.name!r} is not registered with this engine"
-            park(engine, instance_id, "unknown-chart", detail)
+            park(parts, instance_id, "unknown-chart", detail)
             return False
-        breaking = breaking_changes(engine, record.name, record.fingerprint, chart)
+        breaking = breaking_changes(parts, record.name, record.fingerprint, chart)
         if breaking:
             park(
-                engine,
+                parts,
                 instance_id,
                 "revalidation",
                 f"chart {record.name!r} changed incompatibly since this instance was stored: "
@@ -174,69 +172,69 @@ def _acquire(
             )
             return False
     try:
-        plan, used, _ = engine.resume_plan(instance_id, chart, start, events)
+        plan, used, _ = parts.reads.resume_plan(instance_id, chart, start, events)
         if used is not start:  # its snapshot was refused: the aggregate is rebuilt from the events too
-            instance = engine.read(instance_id)[0]
+            instance = parts.reads.read(instance_id)[0]
             record = instance.record
     except CheckpointUndecodable as error:
-        park(engine, instance_id, "revalidation", str(error))
+        park(parts, instance_id, "revalidation", str(error))
         return False
     except CheckpointError as error:
-        park(engine, instance_id, "checkpoint", str(error))
+        park(parts, instance_id, "checkpoint", str(error))
         return False
     if plan.snapshot is not None:
-        engine.remember_snapshot(instance_id, instance.version, plan.snapshot)
-    if record.parent is not None and _caller_gone(engine, instance, caller):
-        engine.holdings.acquire(instance_id)
+        parts.copies.remember_snapshot(instance_id, instance.version, plan.snapshot)
+    if record.parent is not None and _caller_gone(parts, instance, caller):
+        parts.holdings.acquire(instance_id)
         return True
     runnable = True
     for activation in plan.activations:
         if activation.state is ActivationState.RUNNING and not reattach(
-            engine, instance, activation, seen, known
+            parts, instance, activation, seen, known
         ):
             runnable = False  # the tree was parked while re-attaching: nothing of it may run
     if not runnable:
         return False
-    engine.holdings.acquire(instance_id)
-    _arm(engine, instance, plan)
+    parts.holdings.acquire(instance_id)
+    _arm(parts, instance, plan)
     return True
 
 
-def _arm(engine: Engine, instance: Instance, plan: Checkpoint) -> None:
+def _arm(parts: Parts, instance: Instance, plan: Checkpoint) -> None:
     """Hand the instance to the runner if it has work now; watch its future timers."""
     record = instance.record
-    now = engine.clock.now()
+    now = parts.clock.now()
     timers = plan.snapshot.timers if plan.snapshot is not None else ()
     due = any(timer.deadline <= now for timer in timers)
     if due or record.inbox or record.cancel is not None or record.status is InstanceStatus.BORN:
-        engine.runner.notify(instance.id)
+        parts.runner.notify(instance.id)
     for timer in timers:
         if timer.deadline > now:
-            engine.runner.notify_at(timer.deadline, instance.id)
+            parts.runner.notify_at(timer.deadline, instance.id)
 
 
-def _root_parked(engine: Engine, instance: Instance, caller: Instance | None) -> bool:
+def _root_parked(parts: Parts, instance: Instance, caller: Instance | None) -> bool:
     root_id = instance.record.root
     if root_id == instance.id:
         return False
     if caller is not None and caller.id == root_id:
         return caller.record.status is InstanceStatus.PARKED
     try:
-        return engine.instance(root_id, fresh=False).record.status is InstanceStatus.PARKED
+        return parts.reads.instance(root_id, fresh=False).record.status is InstanceStatus.PARKED
     except UnknownInstance:
         return False
 
 
-def breaking_changes(engine: Engine, name: str, fingerprint: str, chart: Chart[Any]) -> tuple[str, ...]:
+def breaking_changes(parts: Parts, name: str, fingerprint: str, chart: Chart[Any]) -> tuple[str, ...]:
     if not fingerprint or fingerprint == chart.fingerprint:
         return ()
-    old = engine.chart_shape(name, fingerprint)
+    old = parts.journal.chart_shape(name, fingerprint)
     if old is None:
         return ()  # unknown old shape: the decode check below still guards
     return compare(old, chart.shape).breaking
 
 
-def caller_ended(engine: Engine, instance: Instance, caller: Instance | None = None) -> str | None:
+def caller_ended(parts: Parts, instance: Instance, caller: Instance | None = None) -> str | None:
     """Why the caller of a child no longer awaits it (ended, gone, moved on); None while it does.
 
     ``caller`` is the parent when the caller already loaded it.
@@ -245,7 +243,9 @@ def caller_ended(engine: Engine, instance: Instance, caller: Instance | None = N
     if ref is None:
         return None
     try:
-        parent = caller if caller is not None and caller.id == ref.parent else engine.instance(ref.parent)
+        parent = (
+            caller if caller is not None and caller.id == ref.parent else parts.reads.instance(ref.parent)
+        )
         status = parent.record.status
         activation = parent.record.activation(ref.site, ref.key)
         retained = activation is not None and activation.ref == ref
@@ -258,29 +258,29 @@ def caller_ended(engine: Engine, instance: Instance, caller: Instance | None = N
     return f"caller {ref.parent} is {status.value}"
 
 
-def _caller_gone(engine: Engine, instance: Instance, caller: Instance | None) -> bool:
+def _caller_gone(parts: Parts, instance: Instance, caller: Instance | None) -> bool:
     """Finish an interrupted cancel cascade: a child whose caller is terminal, gone or moved on (FR-6)."""
-    reason = caller_ended(engine, instance, caller)
+    reason = caller_ended(parts, instance, caller)
     if reason is None:
         return False
     ref = instance.record.parent
     assert ref is not None
     for _ in range(RETRIES):
-        child = engine.instance(instance.id)
+        child = parts.reads.instance(instance.id)
         if not child.request_cancel(ref.parent, f"{reason}; recovery finished the cancel cascade"):
-            engine.runner.notify(child.id)  # already asked to stop: let it
+            parts.runner.notify(child.id)  # already asked to stop: let it
             return True
         try:
-            engine.save_instances(child)
+            parts.commits.save_instances(child)
         except IntegrityError:
             continue
-        engine.runner.notify(child.id)
+        parts.runner.notify(child.id)
         return True
     raise StorageError(f"could not finish the cancel cascade of {instance.id}")
 
 
 def reattach(
-    engine: Engine,
+    parts: Parts,
     parent: Instance,
     activation: Activation,
     seen: set[UUID],
@@ -292,25 +292,25 @@ def reattach(
     below). ``known`` holds children a take-over has read already.
     """
     ref = activation.ref
-    if engine.holdings.is_acquired(activation.child_id):
+    if parts.holdings.is_acquired(activation.child_id):
         return True
     loaded: Stored | None = known.get(activation.child_id) if known is not None else None
     if loaded is None:
         try:
-            loaded = engine.read(activation.child_id)
+            loaded = parts.reads.read(activation.child_id)
         except UnknownInstance:
             loaded = None
     if loaded is None:
-        _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, {"reason": "vanished"}))
+        _deliver(parts, parent.id, error_invoke_event(ref.invoke_id, {"reason": "vanished"}))
         return True
     child = loaded[0]
-    differences = _birth_differences(engine, parent, activation, child)
+    differences = _birth_differences(parts, parent, activation, child)
     if differences:
         # The parent and the child disagree about which incarnation this is: running it, or
         # consuming its outcome, would resume an approximate child. An operator decides.
         slot = f"{ref.site}[{ref.key}]" if ref.key else ref.site
         park(
-            engine,
+            parts,
             parent.id,
             "checkpoint",
             f"slot {slot} retains child {child.id}, whose own birth facts differ from the parent's "
@@ -320,27 +320,27 @@ def reattach(
         return False
     status = child.record.status
     if status is InstanceStatus.DONE:
-        _deliver(engine, parent.id, done_invoke_event(ref.invoke_id, child.record.output))
+        _deliver(parts, parent.id, done_invoke_event(ref.invoke_id, child.record.output))
     elif status in (InstanceStatus.FAILED, InstanceStatus.CANCELLED):
         error = child.record.error or {"reason": status.value}
-        _deliver(engine, parent.id, error_invoke_event(ref.invoke_id, error))
+        _deliver(parts, parent.id, error_invoke_event(ref.invoke_id, error))
     else:
-        return acquire(engine, child.id, seen, loaded=loaded, caller=parent, known=known)
+        return acquire(parts, child.id, seen, loaded=loaded, caller=parent, known=known)
     return True
 
 
-def _deliver(engine: Engine, parent_id: UUID, event: Event) -> None:
+def _deliver(parts: Parts, parent_id: UUID, event: Event) -> None:
     """Put a child's outcome in the parent's inbox unless it is already there."""
     for _ in range(RETRIES):
-        parent = engine.instance(parent_id)
+        parent = parts.reads.instance(parent_id)
         if any(_same_outcome(m, event) for m in parent.record.inbox):
             return
-        parent.accept(event, source=None, sent_at=engine.clock.now())
+        parent.accept(event, source=None, sent_at=parts.clock.now())
         try:
-            engine.save_instances(parent)
+            parts.commits.save_instances(parent)
         except IntegrityError:
             continue
-        engine.runner.notify(parent_id)
+        parts.runner.notify(parent_id)
         return
     raise StorageError(f"could not deliver a child outcome to {parent_id}")
 
@@ -355,10 +355,10 @@ def _same_outcome(message: Message, event: Event) -> bool:
 # -------------------------------------------------------------------- park
 
 
-def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
+def park(parts: Parts, instance_id: UUID, kind: str, detail: str) -> None:
     """Record an incident on the instance and park its root."""
     for _ in range(RETRIES):
-        uow = UnitOfWork(engine)
+        uow = UnitOfWork(parts.commits)
         instance = uow.load(instance_id)
         if instance is None:
             raise UnknownInstance(instance_id)
@@ -370,10 +370,10 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
             if not root.record.status.finished:
                 root.record_incident(kind, f"in {instance.id} ({instance.record.name}): {detail}", park=True)
         try:
-            engine.commit(uow)
+            parts.commits.commit(uow)
         except IntegrityError:
             continue
-        engine.holdings.unacquire(instance_id, instance.record.root)
+        parts.holdings.unacquire(instance_id, instance.record.root)
         log.warning(
             "recovery parked the call tree of %s: %s in %s (%r): %s",
             instance.record.root,
@@ -386,7 +386,7 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
                 "chart": instance.record.name,
                 "root_id": str(instance.record.root),
                 "owner": instance.record.owner,
-                "engine_id": engine.engine_id,
+                "engine_id": parts.engine_id,
                 "incident": kind,
             },
         )
@@ -394,17 +394,17 @@ def park(engine: Engine, instance_id: UUID, kind: str, detail: str) -> None:
     raise StorageError(f"could not park the tree of {instance_id}")
 
 
-def parked(engine: Engine) -> list[ParkedRoot]:
+def parked(parts: Parts) -> list[ParkedRoot]:
     """Every parked root, with the incidents recorded in its tree."""
-    engine.listing.catch_up()
+    parts.listing.catch_up()
     out = []
-    for row in engine.listing.rows(in_flight=True, roots=True):
+    for row in parts.listing.rows(in_flight=True, roots=True):
         if row.status != InstanceStatus.PARKED.value:
             continue
         try:
-            record = engine.instance(row.id).record  # the listing may lag: decide on the aggregate
+            record = parts.reads.instance(row.id).record  # the listing may lag: decide on the aggregate
         except CorruptRecord:
-            found = salvage(engine, row.id)
+            found = salvage(parts, row.id)
             if found.status is InstanceStatus.PARKED:
                 out.append(ParkedRoot(row.id, found.name or row.name, found.incidents))
             continue
@@ -438,7 +438,7 @@ _SALVAGED_STATUS: dict[type[Any], InstanceStatus] = {
 }
 
 
-def salvage(engine: Engine, instance_id: UUID) -> Salvaged:
+def salvage(parts: Parts, instance_id: UUID) -> Salvaged:
     """Fold the readable records of an instance into its name, root, status and incidents.
 
     Only for operator views and for deciding whether a broken instance is
@@ -446,7 +446,7 @@ def salvage(engine: Engine, instance_id: UUID) -> Salvaged:
     this is never a checkpoint.
     """
     found = Salvaged(instance_id, 0)
-    for event in _readable(engine, instance_id):
+    for event in _readable(parts, instance_id):
         found = attrs.evolve(found, version=event.originator_version)
         if isinstance(event, Instance.Started):
             found = attrs.evolve(found, name=event.name, root=event.root)
@@ -459,19 +459,19 @@ def salvage(engine: Engine, instance_id: UUID) -> Salvaged:
             found = attrs.evolve(found, status=InstanceStatus.RUNNING)
         elif type(event) in _SALVAGED_STATUS:
             found = attrs.evolve(found, status=_SALVAGED_STATUS[type(event)])
-    last = engine.recorder.select_events(instance_id, desc=True, limit=1)
+    last = parts.journal.recorder.select_events(instance_id, desc=True, limit=1)
     return attrs.evolve(found, version=last[0].originator_version if last else 0)
 
 
-def _readable(engine: Engine, instance_id: UUID) -> Iterator[Any]:
-    for record in engine.recorder.select_events(instance_id):
+def _readable(parts: Parts, instance_id: UUID) -> Iterator[Any]:
+    for record in parts.journal.recorder.select_events(instance_id):
         try:
-            yield engine.mapper.to_domain_event(record)
+            yield parts.journal.mapper.to_domain_event(record)
         except MapperDeserialisationError:
             continue
 
 
-def park_corrupt(engine: Engine, error: CorruptRecord, near: UUID) -> None:
+def park_corrupt(parts: Parts, error: CorruptRecord, near: UUID) -> None:
     """Park the tree of the instance whose record does not decode, found while working on ``near``.
 
     The root (if it decodes) records the incident as usual, naming the
@@ -481,7 +481,7 @@ def park_corrupt(engine: Engine, error: CorruptRecord, near: UUID) -> None:
     recorded again, so every fresh engine that meets it parks it once.
     """
     broken = error.instance_id
-    root = _root_of(engine, near if near != broken else broken)
+    root = _root_of(parts, near if near != broken else broken)
     log.warning(
         "parking the call tree of %s: %s",
         root,
@@ -489,36 +489,36 @@ def park_corrupt(engine: Engine, error: CorruptRecord, near: UUID) -> None:
         extra={
             "instance_id": str(broken),
             "root_id": str(root),
-            "engine_id": engine.engine_id,
+            "engine_id": parts.engine_id,
             "incident": CORRUPT_RECORD,
         },
     )
     if root != broken:
-        _record_incident(engine, root, f"in {broken}: {error.fact}")
-    _record_incident(engine, broken, error.fact)
-    engine.holdings.unacquire(root, broken, near)
+        _record_incident(parts, root, f"in {broken}: {error.fact}")
+    _record_incident(parts, broken, error.fact)
+    parts.holdings.unacquire(root, broken, near)
 
 
-def _root_of(engine: Engine, instance_id: UUID) -> UUID:
+def _root_of(parts: Parts, instance_id: UUID) -> UUID:
     """The root of an instance, from its aggregate, its readable records or the listing."""
     try:
-        return engine.instance(instance_id, fresh=False).record.root
+        return parts.reads.instance(instance_id, fresh=False).record.root
     except CorruptRecord:
         pass
-    root = salvage(engine, instance_id).root
+    root = salvage(parts, instance_id).root
     if root is not None:
         return root
-    row = engine.listing.get(instance_id)
+    row = parts.listing.get(instance_id)
     return row.root if row is not None else instance_id
 
 
-def _record_incident(engine: Engine, instance_id: UUID, detail: str) -> None:
+def _record_incident(parts: Parts, instance_id: UUID, detail: str) -> None:
     """Park ``instance_id`` with a corrupt-record incident, unless it has one for ``detail`` or ended."""
     for _ in range(RETRIES):
         try:
-            instance = engine.instance(instance_id)
+            instance = parts.reads.instance(instance_id)
         except CorruptRecord:
-            found = salvage(engine, instance_id)
+            found = salvage(parts, instance_id)
             if found.status.finished or _recorded(found.incidents, detail):
                 return
             incident = Incident(CORRUPT_RECORD, detail, found.version + 1, True)
@@ -528,7 +528,7 @@ def _record_incident(engine: Engine, instance_id: UUID, detail: str) -> None:
                 timestamp=Instance.IncidentRecorded.create_timestamp(),
                 incident=incident,
             )
-            if _append(engine, event):
+            if _append(parts, event):
                 return
             continue
         except UnknownInstance:
@@ -537,7 +537,7 @@ def _record_incident(engine: Engine, instance_id: UUID, detail: str) -> None:
             return
         instance.record_incident(CORRUPT_RECORD, detail, park=True)
         try:
-            engine.save_instances(instance)
+            parts.commits.save_instances(instance)
         except IntegrityError:
             continue
         return
@@ -548,10 +548,10 @@ def _recorded(incidents: tuple[Incident, ...], detail: str) -> bool:
     return any(i.kind == CORRUPT_RECORD and i.detail == detail for i in incidents)
 
 
-def _append(engine: Engine, event: Aggregate.Event) -> bool:
+def _append(parts: Parts, event: Aggregate.Event) -> bool:
     """Store one event of an instance that cannot be loaded; False on a version conflict."""
     try:
-        engine.events.put([event])
+        parts.journal.events.put([event])
     except IntegrityError:
         return False
     return True
@@ -630,79 +630,19 @@ def migrated_snapshot(
     return new, snapshot
 
 
-def migrate(engine: Engine, instance_id: UUID, mapping: Mapping[str, str]) -> Checkpoint | None:
-    """Map a parked instance's states onto the registered chart, then try to unpark its root."""
-    for _ in range(RETRIES):
-        instance = engine.instance(instance_id)
-        record = instance.record
-        chart = engine.charts.get(record.name)
-        if chart is None:
-            raise EngineError(f"chart {record.name!r} is not registered; register the new version first")
-        whole = record.snapshot
-        if whole is None:
-            raise EngineError(f"instance {instance_id} has no snapshot to migrate")
-        try:
-            data, _ = migrated_snapshot(chart, whole, mapping)
-        except ValueError as error:
-            raise MigrationRejected(instance_id, [str(error)]) from error
-        instance.migrate(tuple(sorted(mapping.items())), chart.fingerprint, data)
-        try:
-            engine.save_instances(instance)
-        except IntegrityError:
-            continue
-        break
-    else:
-        raise StorageError(f"could not migrate {instance_id}")
-    return resolve(engine, engine.instance(instance_id).record.root, f"migrated {instance_id}")
-
-
-def resolve(engine: Engine, root_id: UUID, resolution: str) -> Checkpoint | None:
-    """Unpark a root if every instance of its tree now plans cleanly; returns the root's checkpoint."""
-    root = engine.instance(root_id)
-    if root.record.status is not InstanceStatus.PARKED:
-        return None
-    for instance in _tree(engine, root_id):
-        record = instance.record
-        if record.status.finished:
-            continue
-        chart = engine.charts.get(record.name) if record.kind is InstanceKind.CHART else None
-        if record.kind is InstanceKind.CHART and chart is None:
-            raise EngineError(f"chart {record.name!r} of {instance.id} is not registered")
-        if chart is not None and breaking_changes(engine, record.name, record.fingerprint, chart):
-            # A compatible decode is enough once migrated; the fingerprint now matches.
-            pass
-        engine.plan(instance.id, chart)  # raises CheckpointError while something still does not fit
-    for _ in range(RETRIES):
-        root = engine.instance(root_id)
-        root.resolve(resolution)
-        try:
-            engine.save_instances(root)
-        except IntegrityError:
-            continue
-        break
-    engine.holdings.unacquire(root_id)
-    try:
-        engine.take_over(root_id, reason=f"resolved: {resolution}")
-    except TreeHeld as error:
-        # Its owner is live: it sees the Resolved event and runs the tree itself.
-        log.info("%s", error)
-    chart = engine.charts.get(root.record.name)
-    return engine.plan(root_id, chart)
-
-
-def terminate(engine: Engine, root_id: UUID, reason: str) -> int:
+def terminate(parts: Parts, root_id: UUID, reason: str) -> int:
     """Dispose of a whole call tree (children first, in one commit) without running it; returns how many.
 
     Instances whose records do not decode cannot be loaded: each gets its
     ``Cancelled`` appended at its next stored version, before the commit.
     """
     broken: list[UUID] = []
-    members = _tree(engine, root_id, broken)
-    ended = sum(_end_broken(engine, instance_id, reason) for instance_id in reversed(broken))
+    members = call_tree(parts, root_id, broken)
+    ended = sum(_end_broken(parts, instance_id, reason) for instance_id in reversed(broken))
     if not members:
         return ended
     for _ in range(RETRIES):
-        uow = UnitOfWork(engine)
+        uow = UnitOfWork(parts.commits)
         count = ended
         for instance in reversed(members):
             loaded = uow.load(instance.id)
@@ -711,17 +651,17 @@ def terminate(engine: Engine, root_id: UUID, reason: str) -> int:
             loaded.mark_cancelled(f"terminated: {reason}")
             count += 1
         try:
-            engine.commit(uow)
+            parts.commits.commit(uow)
         except IntegrityError:
             continue
         return count
     raise StorageError(f"could not terminate the tree of {root_id}")
 
 
-def _end_broken(engine: Engine, instance_id: UUID, reason: str) -> int:
+def _end_broken(parts: Parts, instance_id: UUID, reason: str) -> int:
     """Append ``Cancelled`` to an instance that cannot be loaded; 1 if it ended now, else 0."""
     for _ in range(RETRIES):
-        found = salvage(engine, instance_id)
+        found = salvage(parts, instance_id)
         if found.status.finished:
             return 0
         event = Instance.Cancelled(  # type: ignore[call-arg]
@@ -730,12 +670,12 @@ def _end_broken(engine: Engine, instance_id: UUID, reason: str) -> int:
             timestamp=Instance.Cancelled.create_timestamp(),
             reason=f"terminated: {reason}",
         )
-        if _append(engine, event):
+        if _append(parts, event):
             return 1
     raise StorageError(f"could not terminate {instance_id}")
 
 
-def _tree(engine: Engine, root_id: UUID, broken: list[UUID] | None = None) -> list[Instance]:
+def call_tree(parts: Parts, root_id: UUID, broken: list[UUID] | None = None) -> list[Instance]:
     """The instances of a call tree, parents before children, each once.
 
     With ``broken``, instances whose records do not decode are collected
@@ -751,24 +691,22 @@ def _tree(engine: Engine, root_id: UUID, broken: list[UUID] | None = None) -> li
             continue
         seen.add(instance_id)
         try:
-            instance = engine.instance(instance_id)
+            instance = parts.reads.instance(instance_id)
         except UnknownInstance:
             continue
         except CorruptRecord:
             if broken is None:
                 raise
             broken.append(instance_id)
-            engine.listing.catch_up()
-            pending.extend(row.id for row in engine.listing.rows() if row.parent == instance_id)
+            parts.listing.catch_up()
+            pending.extend(row.id for row in parts.listing.rows() if row.parent == instance_id)
             continue
         out.append(instance)
         pending.extend(a.child_id for a in instance.record.activations)
     return out
 
 
-def _birth_differences(
-    engine: Engine, parent: Instance, activation: Activation, child: Instance
-) -> list[str]:
+def _birth_differences(parts: Parts, parent: Instance, activation: Activation, child: Instance) -> list[str]:
     """How the child's own stored birth facts differ from those its parent retains (empty: none).
 
     The parent retains each birth fact somewhere: the Ref, chart or task,
@@ -796,7 +734,7 @@ def _birth_differences(
     ]
     kept = parent.record
     slot = kept.slots.get((activation.site, activation.key))
-    chart = engine.charts.get(kept.name)
+    chart = parts.charts.get(kept.name)
     site = chart.site_by_id.get(activation.site) if chart is not None else None
     ancestry = birth.ancestry if site is None else kept.ancestry
     if site is not None and site.group is not None:
@@ -819,8 +757,36 @@ def _birth_differences(
     if retained.state != birth.state:
         # A migration renames the state a slot sits on, never a birth fact: the parent's own
         # stored Birth (or ChildResume) keeps the state the child was born in.
-        for event in engine.events_of(parent.id):
+        for event in parts.journal.events_of(parent.id):
             facts = getattr(event, "facts", None)
             if isinstance(facts, BirthFacts) and facts.ref == activation.ref:
                 retained = attrs.evolve(retained, state=facts.state)
     return [*found, *retained.differences(birth)]
+
+
+def deliver_birth(parts: Parts, facts: BirthFacts) -> bool:
+    """Create the child a retained Birth names, if it does not exist yet (re-delivery).
+
+    Identical facts for an existing child are a no-op (False); different
+    facts raise :class:`~aggregates.InputMismatch` and write nothing. The
+    parent must retain an activation for the facts' Ref.
+    """
+    parent = parts.reads.instance(facts.ref.parent)
+    activation = parent.record.activation(facts.ref.site, facts.ref.key)
+    if activation is None or activation.ref != facts.ref:
+        raise InvalidCommand(parent.id, "deliver a birth", f"no activation retains {facts.ref}")
+    uow = UnitOfWork(parts.commits)
+    existing = uow.load(facts.child_id)
+    if existing is not None:
+        theirs = existing.record.birth
+        if theirs != facts:
+            raise InputMismatch(
+                facts.child_id, facts.differences(theirs) if theirs is not None else ("it is a root",)
+            )
+        return False
+    chart = parts.catalog.charts.get(facts.name)
+    fingerprint = chart.fingerprint if chart is not None else ""
+    uow.create(Instance.born(facts, fingerprint=fingerprint, owner=parts.engine_id))
+    parts.commits.commit(uow)
+    parts.commits.enact(uow)
+    return True

@@ -20,35 +20,29 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
+from incarnate._clock import Clock
 from incarnate.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from incarnate._engine import Engine
+    from incarnate._process import Decision
 
 log = logging.getLogger("incarnate.runner")
 
 
-class Runner(Protocol):
-    """The port between the engine and whatever executes its work."""
+class Workplace(Protocol):
+    """What a runner uses of the :class:`~incarnate.Engine` it works for, and nothing more."""
 
-    def attach(self, engine: Engine) -> None:
-        """Bind to an engine (called once by the engine)."""
+    @property
+    def clock(self) -> Clock:
+        """The time deadlines are read against."""
         ...
 
-    def notify(self, instance_id: UUID) -> None:
-        """``instance_id`` may have work now."""
+    def require_tasks(self) -> None:
+        """Raise unless every task the charts invoke is registered (called before work runs)."""
         ...
 
-    def notify_at(self, deadline: float, instance_id: UUID) -> None:
-        """``instance_id`` will have work at ``deadline`` (the engine's clock)."""
-        ...
-
-    def run_until_idle(self, max_units: int) -> int:
-        """Do all due work now, if this runner supports it; returns units done."""
-        ...
-
-    def stop(self) -> None:
-        """Finish in-flight work and start no more."""
+    def process(self, instance_id: UUID) -> Decision | None:
+        """Commit and enact the next unit of work of one instance; None when it is idle."""
         ...
 
 
@@ -56,7 +50,7 @@ class DeterministicRunner:
     """Single-threaded: work happens only inside :meth:`run_until_idle`, in FIFO order."""
 
     def __init__(self) -> None:
-        self.engine: Engine | None = None
+        self.engine: Workplace | None = None
         self.queue: deque[UUID] = deque()
         self.queued: set[UUID] = set()
         self.timers: list[tuple[float, int, UUID]] = []
@@ -64,7 +58,7 @@ class DeterministicRunner:
         self.units = 0
         self._working = False
 
-    def attach(self, engine: Engine) -> None:
+    def attach(self, engine: Workplace) -> None:
         self.engine = engine
 
     @contextlib.contextmanager
@@ -192,7 +186,7 @@ class ThreadedRunner:
         self.workers = workers
         self.task_workers = workers if task_workers is None else task_workers
         self.poll_interval = poll_interval
-        self.engine: Engine | None = None
+        self.engine: Workplace | None = None
         self._lock = threading.Lock()
         # Each kind of waiter has its own condition over the one lock, so a send or a finished
         # unit wakes only who can act on it: a macrostep or a task thread for queued work, the
@@ -218,7 +212,7 @@ class ThreadedRunner:
         self.errors: deque[BaseException] = deque(maxlen=100)
         """The last errors units of work raised (each was retried)."""
 
-    def attach(self, engine: Engine) -> None:
+    def attach(self, engine: Workplace) -> None:
         """Bind to ``engine`` and start working for it."""
         self.engine = engine
         self.start()

@@ -14,8 +14,8 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Literal, Protocol, TypeAlias
 from uuid import UUID
 
 import attrs
@@ -23,14 +23,11 @@ import attrs
 from aggregates import Instance, InstanceStatus, Ref
 from incarnate import _tracing
 from incarnate._process import Decision
-from incarnate._work import UnitOfWork
+from incarnate._work import UnitOfWork, Workshop
 from incarnate.errors import EngineError, LoopGone
 from statechart import JsonValue
 from statechart.codec import check_json
 from statechart.event import done_invoke_event, error_invoke_event
-
-if TYPE_CHECKING:
-    from incarnate._engine import Engine
 
 log = logging.getLogger("incarnate.tasks")
 
@@ -53,6 +50,38 @@ class TaskCall:
 
 
 TaskFunction: TypeAlias = Callable[[TaskCall], JsonValue | Awaitable[JsonValue]]
+
+
+class TaskHost(Workshop, Protocol):
+    """What running a task and committing its outcome use of the commit path, and nothing more."""
+
+    @property
+    def tasks(self) -> Mapping[str, TaskFunction]:
+        """The registered task functions by name."""
+        ...
+
+    @property
+    def task_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop async task bodies run on, if any."""
+        ...
+
+    def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
+        """A private copy of a stored instance (``fresh=False``: the copy last committed here)."""
+        ...
+
+    def is_current(self, instance: Instance) -> bool:
+        """Whether the store holds no event of ``instance`` past its version."""
+        ...
+
+    def save_instances(self, *instances: Instance) -> None:
+        """Save the instances' pending events in one atomic save."""
+        ...
+
+    def commit_along(
+        self, uow: UnitOfWork, instance_id: UUID | None, *, along: bool, careful: bool
+    ) -> Literal["committed", "conflict", "alone"]:
+        """Commit and enact ``uow``, with the next macrostep of ``instance_id`` when it may be taken."""
+        ...
 
 
 def _call(fn: TaskFunction, call: TaskCall, loop: asyncio.AbstractEventLoop | None = None) -> JsonValue:
@@ -88,7 +117,7 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
     return await awaitable
 
 
-def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
+def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
     """Run a born task child and commit its outcome with the parent's notification.
 
     The task is read from the store before its body runs, so a task another
@@ -162,7 +191,7 @@ def run_task(engine: Engine, instance_id: UUID) -> Decision | None:
     return None
 
 
-def _retried(engine: Engine, call: TaskCall) -> bool:
+def _retried(engine: TaskHost, call: TaskCall) -> bool:
     """Whether the site's retry policy has an attempt left after this one (the failure is then expected)."""
     try:
         parent = engine.instance(call.ref.parent, fresh=False)
@@ -174,7 +203,7 @@ def _retried(engine: Engine, call: TaskCall) -> bool:
 
 
 def _log_failure(
-    engine: Engine, task: Instance, call: TaskCall, error: Exception | None, *, retried: bool
+    engine: TaskHost, task: Instance, call: TaskCall, error: Exception | None, *, retried: bool
 ) -> None:
     """The committed failure of a task run (WARNING, ``incarnate.tasks``).
 

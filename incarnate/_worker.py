@@ -135,7 +135,7 @@ class Worker:
     @property
     def coordination(self) -> Coordination:
         """The fleet's shared facts, through the engine's store."""
-        return self.engine.coordination
+        return self.engine.parts.coordination
 
     def _fields(self, instance_id: UUID | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"engine_id": self.engine.engine_id, "group": self.group}
@@ -155,13 +155,13 @@ class Worker:
         try:
             self.manager = self._manager()
             self.coordination.beat(engine.engine_id, self.group, self.lease)
-            self.position = engine.recorder.max_notification_id() or 0
+            self.position = engine.parts.journal.recorder.max_notification_id() or 0
         except BaseException:
             with self._lock:
                 self._state = "stopped"
             raise
-        engine.heartbeat.configure(group=self.group, lease=self.lease)
-        engine.heartbeat.start()
+        engine.parts.heartbeat.configure(group=self.group, lease=self.lease)
+        engine.parts.heartbeat.start()
         self.runner.start()
         self._spawn(self._follow, "incarnate-follower")
         if self.manager is not None:
@@ -216,7 +216,7 @@ class Worker:
         self._threads.clear()
         # Beats continued while the last units of work committed; now whatever the engine owned
         # is claimable at once (the recovery managers take a retired owner's trees without a ttl).
-        engine.heartbeat.stop(retire=True, timeout=timeout)
+        engine.parts.heartbeat.stop(retire=True, timeout=timeout)
         with self._lock:
             self._state = "stopped"
         self._stopped.set()
@@ -294,7 +294,7 @@ class Worker:
 
         The follower thread calls this after every wait; tests may call it directly.
         """
-        recorder = self.engine.recorder
+        recorder = self.engine.parts.journal.recorder
         head = recorder.max_notification_id() or 0
         acted = 0
         while self.position < head and not self._stopping.is_set():
@@ -312,9 +312,9 @@ class Worker:
         for notification in batch:
             instance_id = _uuid(notification.originator_id)
             if notification.topic == _STARTED:
-                if not engine.holdings.holds(instance_id) and self._is_foreign_root(notification):
+                if not engine.parts.holdings.holds(instance_id) and self._is_foreign_root(notification):
                     roots.append(instance_id)
-            elif instance_id not in woken and engine.holdings.holds(instance_id):
+            elif instance_id not in woken and engine.parts.holdings.holds(instance_id):
                 # No store read here: processing checks the incarnation before it writes anything.
                 woken.append(instance_id)
         for instance_id in woken:
@@ -341,7 +341,7 @@ class Worker:
             return roots
         engine = self.engine
         coordination = self.coordination
-        group = engine.heartbeat.group
+        group = engine.parts.heartbeat.group
         among = placement.members(coordination.heartbeats(group), group, coordination.now(), engine.engine_id)
         if len(among) == 1:
             return roots
@@ -378,19 +378,19 @@ class Worker:
         self._watched_at = now
         engine, runner = self.engine, self.runner
         if not self._watch_queue:
-            self._watch_queue = list(engine.holdings.held())
+            self._watch_queue = list(engine.parts.holdings.held())
         batch, self._watch_queue = self._watch_queue[:WATCHDOG_BATCH], self._watch_queue[WATCHDOG_BATCH:]
         woken = 0
         for instance_id in batch:
             if self._stopping.is_set():
                 return
-            if runner.working_on(instance_id) or not engine.holdings.holds(instance_id):
+            if runner.working_on(instance_id) or not engine.parts.holdings.holds(instance_id):
                 continue
             try:
                 instance = engine.instance(instance_id)
             except EngineError:
                 continue
-            if engine.has_work(instance):
+            if engine.parts.commits.has_work(instance):
                 runner.notify(instance_id)
                 woken += 1
         if woken:
@@ -435,7 +435,7 @@ class Worker:
     def _is_foreign_root(self, notification: Notification) -> bool:
         """A new root whose creator is another engine that is not live (it holds nothing)."""
         try:
-            started = self.engine.mapper.to_domain_event(notification)
+            started = self.engine.parts.journal.mapper.to_domain_event(notification)
         except Exception as error:  # noqa: BLE001 - recovery parks what does not decode
             log.warning(
                 "worker %s skipped a new instance whose creation does not decode: %s",

@@ -8,14 +8,10 @@ never changes once released; a message may.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from statechart import JsonValue
 from statechart.errors import IncarnateError
-
-if TYPE_CHECKING:
-    from incarnate.testing import CommitPoint
 
 
 class EngineError(IncarnateError):
@@ -88,7 +84,7 @@ class PayloadTooLarge(StorageError, ValueError):
             f"event {event} of instance {instance_id} is {size:,} bytes once encoded, over the "
             f"maximum payload size of {limit:,} bytes, so nothing was written; keep large data "
             "outside the engine and pass a reference to it, or raise the limit with "
-            "max_payload_bytes (Engine(max_payload_bytes=...) or Storage(max_payload_bytes=...)) "
+            "max_payload_bytes (Engine(max_payload_bytes=...) or Storage.sqlite(..., max_payload_bytes=...)) "
             "or the INCARNATE_MAX_PAYLOAD_BYTES environment variable"
         )
 
@@ -231,8 +227,9 @@ class RecoveryCheckFailed(EngineError, AssertionError):
 
     code = "recovery-check-failed"
 
-    def __init__(self, point: CommitPoint, problem: str) -> None:
+    def __init__(self, point: object, problem: str) -> None:
         self.point = point
+        """The ``incarnate.testing.CommitPoint`` whose run broke the invariant."""
         self.problem = problem
         super().__init__(f"{point}: {problem}")
 

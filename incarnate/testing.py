@@ -30,8 +30,8 @@ from eventsourcing.persistence import StoredEvent
 from aggregates import InstanceRecord
 from incarnate._clock import Clock, VirtualClock
 from incarnate._crash import CrashInsideCommit, SimulatedCrash
-from incarnate._engine import Engine
-from incarnate._runners import DeterministicRunner, Runner, ThreadedRunner
+from incarnate._engine import Engine, Runner
+from incarnate._runners import DeterministicRunner, ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction
 from incarnate._work import UnitOfWork
@@ -110,7 +110,7 @@ def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
     already working: it starts when the engine is built).
     """
     charts = list(engine.charts.values())
-    tasks = dict(engine.tasks)
+    tasks = dict(engine.parts.catalog.tasks)
     storage = engine.storage
     old = engine.runner
     runner: Runner = ThreadedRunner(old.workers) if isinstance(old, ThreadedRunner) else DeterministicRunner()
@@ -140,11 +140,11 @@ def crash_at(engine: Engine, point: CrashPoint, *, nth: int = 1) -> Iterator[lis
             crashed.append(uow)
             raise SimulatedCrash(f"simulated crash at {where}")
 
-    engine.hooks.append(hook)
+    engine.parts.commits.hooks.append(hook)
     try:
         yield crashed
     finally:
-        engine.hooks.remove(hook)
+        engine.parts.commits.hooks.remove(hook)
 
 
 @contextlib.contextmanager
@@ -176,10 +176,10 @@ def _crash_inside_transaction(engine: Engine, due: Callable[[], bool]) -> Iterat
             return True
         return False
 
-    hooks = engine.hooks
+    hooks = engine.parts.commits.hooks
     hooks.append(note)
     try:
-        with CrashInsideCommit(engine.recorder, chosen).installed():
+        with CrashInsideCommit(engine.parts.journal.recorder, chosen).installed():
             yield
     finally:
         hooks.remove(note)
@@ -293,9 +293,9 @@ class _Plan:
                     if where == "before-commit":
                         self.commits += 1
 
-                engine.hooks.append(count)
+                engine.parts.commits.hooks.append(count)
                 self.scenario(engine)
-                engine.hooks.remove(count)
+                engine.parts.commits.hooks.remove(count)
                 engine.run_until_idle()
                 self.outcomes = outcomes(engine)
         finally:
@@ -329,7 +329,7 @@ class _CrashedRun:
             if where == "before-commit":
                 self.last = uow
 
-        self.engine.hooks.append(note)
+        self.engine.parts.commits.hooks.append(note)
         try:
             with crash_at(self.engine, self.point.where, nth=self.point.number):
                 self.plan.scenario(cast(Engine, _Driven(self)))
@@ -388,15 +388,15 @@ class _CrashedRun:
         if not roots:
             return self.engine.start(*args, **kwargs)
         root_id = roots[0].id
-        if root_id in set(self.engine.instance_ids()):
+        if root_id in set(self.engine.parts.journal.instance_ids()):
             return self.engine.handle(root_id)
         return self.engine.start(*args, **{**kwargs, "id": root_id})
 
     def committed(self, engine: Engine) -> dict[UUID, tuple[InstanceRecord, Checkpoint]]:
         """Every stored instance as the store holds it now, and its ResumePlan checkpoint."""
         out: dict[UUID, tuple[InstanceRecord, Checkpoint]] = {}
-        for instance_id in engine.instance_ids():
-            instance, _, _ = engine.read(instance_id)
+        for instance_id in engine.parts.journal.instance_ids():
+            instance, _, _ = engine.parts.reads.read(instance_id)
             try:
                 checkpoint = engine.plan(instance_id)
             except IncarnateError as error:
@@ -427,7 +427,7 @@ class _CrashedRun:
     def check_identity(self, committed: dict[UUID, tuple[InstanceRecord, Checkpoint]]) -> None:
         """The recovered instances are exactly the committed ones: ids, Refs, attempts, snapshots."""
         engine = self.engine
-        ids = list(engine.instance_ids())
+        ids = list(engine.parts.journal.instance_ids())
         if set(ids) != set(committed):
             extra = sorted(str(i) for i in set(ids) - set(committed))
             missing = sorted(str(i) for i in set(committed) - set(ids))
@@ -581,7 +581,7 @@ def stored_events(engine: Engine) -> list[_Stored]:
     out: list[_Stored] = []
     start = 1
     while True:
-        notifications = engine.recorder.select_notifications(start=start, limit=1000)
+        notifications = engine.parts.journal.recorder.select_notifications(start=start, limit=1000)
         if not notifications:
             return out
         for n in notifications:

@@ -93,7 +93,7 @@ def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: b
                 f"--chart {chart!r} is not among the charts of {new_charts!r} "
                 f"({', '.join(sorted(engine.charts))})"
             )
-        verdicts = _migration.check(engine, chart=chart, mapping=mapping or None)
+        verdicts = _migration.check(engine.parts, chart=chart, mapping=mapping or None)
     ok = _fine(verdicts)
     if as_json:
         emit_json(_verdicts_json(verdicts))
@@ -184,7 +184,7 @@ def _migrate_one(options: StoreOptions, ident: str, mapping: dict[str, str], *, 
         if dry_run:
             from incarnate import _migration
 
-            verdicts = _migration.check(engine, mapping=mapping, ids={found.id})
+            verdicts = _migration.check(engine.parts, mapping=mapping, ids={found.id})
             _print_verdicts(verdicts)
             out("dry run: nothing was written; run it again without --dry-run to migrate")
             return 0 if _fine(verdicts) else 1
@@ -225,7 +225,7 @@ def _migrate_chart(
                 f"--chart {chart!r} is not among the charts of {options.charts!r} "
                 f"({', '.join(sorted(engine.charts))})"
             )
-        verdicts = _migration.check(engine, chart=chart, mapping=mapping)
+        verdicts = _migration.check(engine.parts, chart=chart, mapping=mapping)
         if dry_run:
             if as_json:
                 emit_json(_verdicts_json(verdicts))
@@ -243,7 +243,12 @@ def _migrate_chart(
 
         try:
             report = _migration.apply(
-                engine, chart=chart, mapping=mapping, batch_size=batch_size, reason=reason, progress=progress
+                engine.parts,
+                chart=chart,
+                mapping=mapping,
+                batch_size=batch_size,
+                reason=reason,
+                progress=progress,
             )
         finally:
             bar.close()

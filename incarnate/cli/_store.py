@@ -26,9 +26,8 @@ from eventsourcing.persistence import PersistenceError
 
 from aggregates import Instance
 from aggregates.errors import DecodeError, InvalidCommand
-from incarnate._engine import Engine
+from incarnate._engine import Engine, Runner
 from incarnate._migration import parse_mapping
-from incarnate._runners import Runner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
 from incarnate.cli._common import chart_problems, hide, load_object, load_scxml

@@ -228,7 +228,7 @@ def shape_of(engine: Engine, name: str, fingerprint: str | None) -> Shape | None
     chart = engine.charts.get(name)
     if chart is not None:
         return chart.shape
-    return None if fingerprint is None else engine.chart_shape(name, fingerprint)
+    return None if fingerprint is None else engine.parts.journal.chart_shape(name, fingerprint)
 
 
 def enabled(engine: Engine, shape: Shape | None, name: str, configuration: Sequence[str]) -> tuple[str, ...]:

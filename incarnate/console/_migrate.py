@@ -56,7 +56,7 @@ class MigrationView:
 def dry_run(engine: Engine, chart: str, mapping: dict[str, str]) -> MigrationView:
     """What applying ``mapping`` to the live instances of ``chart`` would do; writes nothing."""
     try:
-        verdicts = check(engine, chart=chart, mapping=mapping)
+        verdicts = check(engine.parts, chart=chart, mapping=mapping)
     except IncarnateError as err:
         return MigrationView(chart, mapping, error=str(err))
     return MigrationView(chart, mapping, tuple(verdicts))
@@ -64,7 +64,7 @@ def dry_run(engine: Engine, chart: str, mapping: dict[str, str]) -> MigrationVie
 
 def apply_migration(engine: Engine, chart: str, mapping: dict[str, str]) -> str:
     """Apply ``mapping`` to the live instances of ``chart``; what was done, in one sentence."""
-    report = apply(engine, chart=chart, mapping=mapping, reason="migrated from the console")
+    report = apply(engine.parts, chart=chart, mapping=mapping, reason="migrated from the console")
     skipped = f"; {len(report.skipped)} skipped (written concurrently)" if report.skipped else ""
     return (
         f"migration {report.batch} of chart {chart!r}: {len(report.migrated)} instance(s) migrated, "

@@ -788,8 +788,8 @@ def unfinished(engine: Engine, roots: Sequence[UUID]) -> list[UUID]:
 def evidence(engine: Engine, roots: Sequence[UUID], journal: Journal, since: float, limit: int = 8) -> str:
     """What each stuck tree looks like: every instance's status, owner, inbox, timers and last event."""
     try:
-        beats = engine.coordination.heartbeats()
-        now = engine.coordination.now()
+        beats = engine.parts.coordination.heartbeats()
+        now = engine.parts.coordination.now()
     except Exception as error:  # noqa: BLE001 - evidence is best effort
         beats, now = {}, 0.0
         lines = [f"(heartbeats unreadable: {error})"]
@@ -826,7 +826,7 @@ def _describe(
     owner = record.owner
     live = "no heartbeat row" if owner not in beats else "heartbeat row"
     with contextlib.suppress(Exception):
-        live = "live" if engine.coordination.is_live(owner) else "not live"
+        live = "live" if engine.parts.coordination.is_live(owner) else "not live"
     inbox = [f"{m.seq}:{m.event.name}" for m in record.inbox]
     timers: list[str] = []
     configuration: tuple[str, ...] = ()

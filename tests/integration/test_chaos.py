@@ -266,7 +266,7 @@ def test_a_fleet_starting_at_once_on_a_new_postgresql_schema_creates_it_once_in_
     with storage_for("postgres", tmp_path) as storage:
         open_at_once(storage, 6)
         with Engine(CHARTS, TASKS, storage=storage) as engine:
-            stored = engine.recorder.select_notifications(start=1, limit=1_000)
+            stored = engine.parts.journal.recorder.select_notifications(start=1, limit=1_000)
             assert len(stored) == len(engine.charts)  # each chart's version recorded once, nothing else
 
 

@@ -119,7 +119,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_and_its_trees_finish_once_else
         assert wait_for(running_on(b), 30.0), b.output()  # B runs them again, held mid-flight too
 
         # A wakes while B holds the trees: A's task bodies end and their outcomes are fenced.
-        head = client.recorder.max_notification_id()
+        head = client.parts.journal.recorder.max_notification_id()
         release_a.touch()
         a.thaw()
 
@@ -128,7 +128,9 @@ def test_a_worker_frozen_past_its_lease_is_fenced_and_its_trees_finish_once_else
 
         assert wait_for(all_fenced, 20.0), a.output()
         time.sleep(1.0)  # anything A still had queued
-        assert client.recorder.max_notification_id() == head, "a write of the fenced worker landed"
+        assert client.parts.journal.recorder.max_notification_id() == head, (
+            "a write of the fenced worker landed"
+        )
 
         release_b.touch()
         assert wait_for(lambda: all(at_gate(client, root) for root in roots), 30.0), b.output()
@@ -152,15 +154,15 @@ def test_a_leader_whose_heartbeat_lapsed_loses_the_lead(tmp_path: Path) -> None:
         Engine(storage=storage, engine_id="next") as second,
         Engine(storage=storage, engine_id="never-beats") as third,
     ):
-        first.coordination.beat("stalled", "default", 30.0)
-        assert first.coordination.lead(lock_id, "stalled")
-        assert not second.coordination.lead(lock_id, "next")  # a live leader keeps the lead
-        first.coordination.beat("stalled", "default", 0.2)
+        first.parts.coordination.beat("stalled", "default", 30.0)
+        assert first.parts.coordination.lead(lock_id, "stalled")
+        assert not second.parts.coordination.lead(lock_id, "next")  # a live leader keeps the lead
+        first.parts.coordination.beat("stalled", "default", 0.2)
         time.sleep(0.5)  # its heartbeat lapses; its session (and lock) would live on
-        assert second.coordination.lead(lock_id, "next")
-        assert not first.coordination.lead(lock_id, "stalled")  # back, it follows
-        assert not third.coordination.lead(lock_id, "never-beats")
-        assert second.coordination.lead(lock_id, "next")  # a leader that never beats is not ended
+        assert second.parts.coordination.lead(lock_id, "next")
+        assert not first.parts.coordination.lead(lock_id, "stalled")  # back, it follows
+        assert not third.parts.coordination.lead(lock_id, "never-beats")
+        assert second.parts.coordination.lead(lock_id, "next")  # a leader that never beats is not ended
 
 
 def check_trees(engine: Engine, roots: list[UUID], a: str, b: str) -> None:

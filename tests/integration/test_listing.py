@@ -11,6 +11,7 @@ from eventsourcing.domain import Aggregate
 
 from incarnate import Engine
 from incarnate._listing import Listing
+from incarnate._ownership import orphan
 from incarnate.store import Change
 from incarnate.testing import SimulatedCrash
 from projections._listing import STARTED, ListingRow
@@ -26,7 +27,7 @@ def make_listing(make_engine: EngineFactory) -> Iterator[ListingFactory]:
     listings: list[Listing] = []
 
     def build(engine: Engine, **kwargs: Any) -> Listing:
-        listing = Listing(engine, **kwargs)
+        listing = Listing(engine.parts.journal, **kwargs)
         listings.append(listing)
         return listing
 
@@ -59,18 +60,18 @@ def family_engine(make_engine: EngineFactory) -> Engine:
 
 
 def notification_count(engine: Engine) -> int:
-    return len(engine.recorder.select_notifications(start=1, limit=100_000))
+    return len(engine.parts.journal.recorder.select_notifications(start=1, limit=100_000))
 
 
 def last_notification_id(engine: Engine) -> int:
-    return engine.recorder.select_notifications(start=1, limit=100_000)[-1].id
+    return engine.parts.journal.recorder.select_notifications(start=1, limit=100_000)[-1].id
 
 
 def started_ids(engine: Engine, limit: int = 100_000) -> list[UUID]:
     """The instances created within the first ``limit`` notifications, in order."""
     return [
         UUID(str(n.originator_id))
-        for n in engine.recorder.select_notifications(start=1, limit=limit)
+        for n in engine.parts.journal.recorder.select_notifications(start=1, limit=limit)
         if n.topic == STARTED
     ]
 
@@ -160,14 +161,14 @@ def test_parking_and_resolving_are_listed(make_engine: EngineFactory, make_listi
     for instance_id in (parent_id, kid_id):
         instance = engine.instance(instance_id)
         instance.record_incident("revalidation", "the chart changed", park=True)
-        engine.save_instances(instance)
+        engine.parts.commits.save_instances(instance)
     listing.catch_up()
     assert [row.status for row in listing.rows()] == ["parked", "parked"]
     assert all(row.parked and row.in_flight for row in listing.rows())
     for instance_id in (parent_id, kid_id):
         instance = engine.instance(instance_id)
         instance.resolve("migrated by hand")
-        engine.save_instances(instance)
+        engine.parts.commits.save_instances(instance)
     listing.catch_up()
     assert [row.status for row in listing.rows()] == ["running", "born"]
     assert_matches_aggregates(engine, listing)
@@ -183,7 +184,7 @@ class Note(Aggregate):
 def test_other_aggregates_are_not_listed(make_engine: EngineFactory, make_listing: ListingFactory) -> None:
     """Events of other aggregates in the same store are consumed but list nothing."""
     engine = family_engine(make_engine)
-    engine.save(Note("not an instance"))
+    engine.parts.journal.save(Note("not an instance"))
     gate_id = engine.start("gate")
     listing = make_listing(engine)
     assert listing.catch_up() == notification_count(engine)
@@ -244,7 +245,7 @@ def test_a_crash_before_the_write_commits_changes_nothing(
     rows, position = listing.rows(), listing.position()
     engine.send(kid_a, "finish")
     engine.run_until_idle()
-    pending = len(engine.recorder.select_notifications(start=position + 1, limit=100_000))
+    pending = len(engine.parts.journal.recorder.select_notifications(start=position + 1, limit=100_000))
 
     crash_while_writing_rows(listing, monkeypatch)
     with pytest.raises(SimulatedCrash):
@@ -285,7 +286,10 @@ def test_a_crash_between_batches_keeps_the_earlier_batches(
         listing.catch_up()
     monkeypatch.undo()
     first_batch = before + 3
-    assert listing.position() == engine.recorder.select_notifications(start=1, limit=first_batch)[-1].id
+    assert (
+        listing.position()
+        == engine.parts.journal.recorder.select_notifications(start=1, limit=first_batch)[-1].id
+    )
     listed = [row.id for row in listing.rows()]
     assert listed == started_ids(engine, first_batch)
     assert listed  # the first batch holds the parent's creation
@@ -377,7 +381,7 @@ def test_an_orphan_is_listed_finished(make_engine: EngineFactory, make_listing: 
     """An orphaned instance is listed with status orphan and drops out of the in-flight rows."""
     engine = family_engine(make_engine)
     gate_id = engine.start("gate")
-    assert engine.orphan(gate_id, "its parent's record is gone")
+    assert orphan(engine.parts, gate_id, "its parent's record is gone")
     listing = make_listing(engine)
     listing.catch_up()
     row = listing.get(gate_id)

@@ -59,11 +59,11 @@ def test_a_late_fold_dates_each_row_by_its_last_event(make_engine: EngineFactory
         quiet, answered = engine.start("gate"), engine.start("gate")
         engine.send(answered, "answer", "yes")
         engine.run_until_idle()
-    with Listing(engine) as listing:
+    with Listing(engine.parts.journal) as listing:
         listing.catch_up()
         for instance_id in (quiet, answered):
             assert changed_at(listing, instance_id) == last_event_time(engine, instance_id)
-            assert changed_at(listing, instance_id) < engine.coordination.now() - HOUR + 60
+            assert changed_at(listing, instance_id) < engine.parts.coordination.now() - HOUR + 60
         assert changed_at(listing, answered) > changed_at(listing, quiet)
 
 
@@ -76,8 +76,8 @@ def test_a_store_written_earlier_is_dated_by_its_events(make_engine: EngineFacto
     writer.close()
     time.sleep(0.5)
     reader = family_engine(make_engine, engine_id="reader")
-    with Listing(reader) as listing:
-        folded_from = reader.coordination.now()
+    with Listing(reader.parts.journal) as listing:
+        folded_from = reader.parts.coordination.now()
         listing.catch_up()
         assert changed_at(listing, instance_id) == written
         assert folded_from - changed_at(listing, instance_id) >= 0.5
@@ -95,7 +95,7 @@ def test_a_compressed_and_encrypted_store_is_dated_by_its_events(make_engine: En
         started, answered = engine.start("gate"), engine.start("gate")
         engine.send(answered, "answer", "yes")  # a Stepped and a Completed: no state the row needs
         engine.run_until_idle()
-    with Listing(engine) as listing:
+    with Listing(engine.parts.journal) as listing:
         listing.catch_up()
         for instance_id in (started, answered):
             assert changed_at(listing, instance_id) == last_event_time(engine, instance_id)
@@ -107,10 +107,10 @@ def test_a_writer_clock_ahead_is_capped_at_the_fold(make_engine: EngineFactory) 
     with writers_clock(HOUR):
         instance_id = engine.start("gate")
         engine.run_until_idle()
-    with Listing(engine) as listing:
-        before = engine.coordination.now()
+    with Listing(engine.parts.journal) as listing:
+        before = engine.parts.coordination.now()
         listing.catch_up()
-        after = engine.coordination.now()
+        after = engine.parts.coordination.now()
         assert before <= changed_at(listing, instance_id) <= after
 
 
@@ -119,7 +119,7 @@ def test_a_row_no_event_changed_keeps_its_time(make_engine: EngineFactory) -> No
     engine = family_engine(make_engine)
     quiet, busy = engine.start("gate"), engine.start("gate")
     engine.run_until_idle()
-    with Listing(engine) as listing:
+    with Listing(engine.parts.journal) as listing:
         listing.catch_up()
         first = {row.id: row.changed_at for row in listing.rows()}
         engine.send(busy, "answer", "yes")

@@ -51,7 +51,7 @@ def test_unchanged_charts_resume(store: tuple[Path, list[UUID]]) -> None:
     path, parents = store
     engine = _engine(path, V1)
     try:
-        verdicts = check(engine)
+        verdicts = check(engine.parts)
     finally:
         engine.close()
     assert len(verdicts) == 10
@@ -66,8 +66,8 @@ def test_a_removed_state_needs_a_mapping_and_the_mapping_makes_it_migrate(
     path, parents = store
     engine = _engine(path, V2)
     try:
-        bare = {v.instance_id: v for v in check(engine)}
-        mapped = {v.instance_id: v for v in check(engine, mapping={"gathering": "collecting"})}
+        bare = {v.instance_id: v for v in check(engine.parts)}
+        mapped = {v.instance_id: v for v in check(engine.parts, mapping={"gathering": "collecting"})}
     finally:
         engine.close()
     for parent in parents:
@@ -85,7 +85,7 @@ def test_the_verdict_is_what_an_engine_does(store: tuple[Path, list[UUID]]) -> N
     path, parents = store
     engine = _engine(path, V2)
     try:
-        verdicts = {v.instance_id: v.verdict for v in check(engine)}
+        verdicts = {v.instance_id: v.verdict for v in check(engine.parts)}
         engine.resume_all()
         statuses = {p: engine.instance(p).record.status for p in parents}
     finally:
@@ -99,7 +99,7 @@ def test_a_chart_missing_from_the_new_charts_parks(store: tuple[Path, list[UUID]
     path, parents = store
     engine = _engine(path, [charts.KID])
     try:
-        verdicts = {v.instance_id: v for v in check(engine, chart="parent")}
+        verdicts = {v.instance_id: v for v in check(engine.parts, chart="parent")}
     finally:
         engine.close()
     assert set(verdicts) == set(parents)
@@ -113,7 +113,7 @@ def test_a_mapping_onto_an_unknown_state_is_refused(store: tuple[Path, list[UUID
     engine = _engine(path, V2)
     try:
         with pytest.raises(EngineError, match="does not have: nowhere"):
-            check(engine, chart="parent", mapping={"gathering": "nowhere"})
+            check(engine.parts, chart="parent", mapping={"gathering": "nowhere"})
     finally:
         engine.close()
 
@@ -124,8 +124,8 @@ def test_a_dry_run_writes_nothing(store: tuple[Path, list[UUID]]) -> None:
     before = _events(path, V2)
     engine = _engine(path, V2)
     try:
-        check(engine)
-        check(engine, chart="parent", mapping={"gathering": "collecting"})
+        check(engine.parts)
+        check(engine.parts, chart="parent", mapping={"gathering": "collecting"})
     finally:
         engine.close()
     assert _events(path, V2) == before
@@ -138,14 +138,14 @@ def test_apply_records_each_decision_and_the_instances_then_resume(store: tuple[
     progress: list[tuple[int, int]] = []
     try:
         report = apply(
-            engine,
+            engine.parts,
             chart="parent",
             mapping={"gathering": "collecting"},
             batch_size=2,
             reason="release 2",
             progress=lambda done, total: progress.append((done, total)),
         )
-        after = check(engine)
+        after = check(engine.parts)
     finally:
         engine.close()
     assert set(report.migrated) == set(parents)
@@ -174,7 +174,7 @@ def test_apply_resolves_a_parked_tree_once_it_fits(store: tuple[Path, list[UUID]
     try:
         engine.resume_all()  # parks every parent: gathering is gone
         assert {engine.instance(p).record.status for p in parents} == {InstanceStatus.PARKED}
-        report = apply(engine, chart="parent", mapping={"gathering": "collecting"})
+        report = apply(engine.parts, chart="parent", mapping={"gathering": "collecting"})
         statuses = {p: engine.instance(p).record.status for p in parents}
     finally:
         engine.close()
@@ -193,7 +193,7 @@ def test_a_crash_mid_batch_leaves_each_instance_migrated_and_recorded_or_untouch
     path, parents = store
     engine = _engine(path, V2)
     saves = 0
-    real_save = engine.save_instances
+    real_save = engine.parts.commits.save_instances
 
     def save_then_crash(*instances: Instance) -> None:
         nonlocal saves
@@ -202,9 +202,9 @@ def test_a_crash_mid_batch_leaves_each_instance_migrated_and_recorded_or_untouch
             raise Crash
         real_save(*instances)
 
-    monkeypatch.setattr(engine, "save_instances", save_then_crash)
+    monkeypatch.setattr(engine.parts.commits, "save_instances", save_then_crash)
     with pytest.raises(Crash):
-        apply(engine, chart="parent", mapping={"gathering": "collecting"}, batch_size=2)
+        apply(engine.parts, chart="parent", mapping={"gathering": "collecting"}, batch_size=2)
     engine.close()
     events = _events(path, V2)
     counts = [events[p].count("Migrated") for p in parents]
@@ -212,9 +212,9 @@ def test_a_crash_mid_batch_leaves_each_instance_migrated_and_recorded_or_untouch
     engine = _engine(path, V2)
     try:
         mapping = {"gathering": "collecting"}
-        verdicts = {v.instance_id: v.verdict for v in check(engine, chart="parent", mapping=mapping)}
+        verdicts = {v.instance_id: v.verdict for v in check(engine.parts, chart="parent", mapping=mapping)}
         assert sorted(v.value for v in verdicts.values()) == ["migrates"] * 3 + ["resumes"] * 2
-        report = apply(engine, chart="parent", mapping={"gathering": "collecting"}, batch_size=2)
+        report = apply(engine.parts, chart="parent", mapping={"gathering": "collecting"}, batch_size=2)
     finally:
         engine.close()
     assert len(report.migrated) == 3
@@ -228,9 +228,9 @@ def test_a_live_owner_holds_its_instances(store: tuple[Path, list[UUID]]) -> Non
     engine = _engine(path, V2)
     try:
         owner = engine.instance(parents[0]).record.owner
-        engine.coordination.beat(owner, "default", 60.0)
-        verdicts = {v.instance_id: v for v in check(engine, mapping={"gathering": "collecting"})}
-        report = apply(engine, chart="parent", mapping={"gathering": "collecting"})
+        engine.parts.coordination.beat(owner, "default", 60.0)
+        verdicts = {v.instance_id: v for v in check(engine.parts, mapping={"gathering": "collecting"})}
+        report = apply(engine.parts, chart="parent", mapping={"gathering": "collecting"})
     finally:
         engine.close()
     assert all(verdicts[p].verdict is Verdict.HELD for p in parents)

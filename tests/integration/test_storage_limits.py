@@ -40,7 +40,7 @@ NOTES = Chart("notes", state("open", on=[transition("note", actions=[assign(_add
 
 
 def _notification_count(engine: Engine) -> int:
-    return len(engine.recorder.select_notifications(start=1, limit=1_000_000))
+    return len(engine.parts.journal.recorder.select_notifications(start=1, limit=1_000_000))
 
 
 def test_oversized_send_is_refused_before_anything_is_written(make_engine: EngineFactory) -> None:
@@ -67,8 +67,8 @@ def test_oversized_start_input_is_refused(make_engine: EngineFactory) -> None:
     engine = make_engine([NOTES], max_payload_bytes=LIMIT)
     with pytest.raises(PayloadTooLarge):
         engine.start("notes", {"notes": ["y" * (LIMIT + 1)]})
-    assert list(engine.instance_ids()) == []
-    assert engine.start("notes", {"notes": ["small"]}) in set(engine.instance_ids())
+    assert list(engine.parts.journal.instance_ids()) == []
+    assert engine.start("notes", {"notes": ["small"]}) in set(engine.parts.journal.instance_ids())
 
 
 def test_macrostep_growing_past_the_limit_fails_its_instance(make_engine: EngineFactory) -> None:
@@ -83,7 +83,7 @@ def test_macrostep_growing_past_the_limit_fails_its_instance(make_engine: Engine
     assert [incident.kind for incident in record.incidents] == ["payload-too-large"]
     assert "over the maximum payload size" in record.incidents[0].detail
     for event in engine.events_of(notes):
-        assert len(engine.mapper.to_stored_event(event).state) <= LIMIT
+        assert len(engine.parts.journal.mapper.to_stored_event(event).state) <= LIMIT
 
 
 def test_limit_from_storage_environment_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,7 +96,7 @@ def test_limit_from_storage_environment_and_default(monkeypatch: pytest.MonkeyPa
     assert Storage.from_env({"PERSISTENCE_MODULE": "eventsourcing.popo"}).payload_limit() == 1000
     engine = Engine([NOTES], storage=Storage.popo(), max_payload_bytes=3000)
     try:
-        assert engine.max_payload_bytes == 3000
+        assert engine.parts.journal.max_payload_bytes == 3000
     finally:
         engine.close()
     monkeypatch.setenv("INCARNATE_MAX_PAYLOAD_BYTES", "lots")
@@ -161,7 +161,7 @@ def test_postgres_timeouts_are_set(postgres: PostgresStorage) -> None:
     """PostgreSQL connections have statement, lock, idle-in-transaction and connect timeouts."""
     engine = Engine([NOTES], storage=attrs.evolve(postgres, statement_timeout=7))
     try:
-        datastore = engine.factory.datastore  # type: ignore[attr-defined]
+        datastore = engine.parts.journal.factory.datastore  # type: ignore[attr-defined]
         assert datastore.lock_timeout == 10
         assert datastore.idle_in_transaction_session_timeout == 5
         assert datastore.pool.timeout == 5

@@ -206,7 +206,7 @@ def test_an_approval_survives_its_worker_being_killed(kind: str, tmp_path: Path)
             assert engine.instance(UUID(approval)).record.owner == first_id
 
             first.kill(signal.SIGKILL)
-            assert wait_for(lambda: not engine.coordination.is_live(first_id), 5.0)
+            assert wait_for(lambda: not engine.parts.coordination.is_live(first_id), 5.0)
             second, second_id = start_worker(started, tmp_path, db, outbox, "--recovery-ttl", "0")
             answered = client.post(
                 f"/approvals/{approval}/decision",

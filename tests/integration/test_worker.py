@@ -204,11 +204,11 @@ def test_a_signal_stops_gracefully_and_frees_what_the_worker_held(
         with worker(tmp_path, db, "--no-recovery", "--lease", "60") as running:
             (gate,) = start_in_client(db, "gate")
             assert wait_for(lambda: owner(engine, gate) == running.engine_id, 10.0) is not None
-            assert engine.coordination.is_live(running.engine_id)
+            assert engine.parts.coordination.is_live(running.engine_id)
             took = running.terminate(signal_number=signal_number)
             assert running.process.returncode == 0, running.output()
             assert took < 5.0
-        assert engine.coordination.heartbeats()[running.engine_id].retired
+        assert engine.parts.coordination.heartbeats()[running.engine_id].retired
         taken = engine.take_over(gate, reason="the worker stopped")
         assert gate in taken.claimed
         assert owner(engine, gate) == engine.engine_id
@@ -249,7 +249,7 @@ def test_two_workers_on_one_sqlite_file_complete_every_instance_exactly_once(tmp
             finished = wait_for(lambda: all(status(engine, job) == "done" for job in jobs), 20.0, 0.1)
             assert finished is not None, first.output() + second.output()
             assert first.process.poll() is None and second.process.poll() is None
-            live = engine.coordination.heartbeats()
+            live = engine.parts.coordination.heartbeats()
             assert first.engine_id in live and second.engine_id in live
             first.terminate()
             second.terminate()

@@ -46,7 +46,7 @@ class EngineMachine(RuleBasedStateMachine):
                     if instance is not None:
                         self.live[(instance.id, instance.version)] = instance
 
-        engine.hooks.append(hook)
+        engine.parts.commits.hooks.append(hook)
 
     def _settle(self) -> None:
         self.engine.run_until_idle(max_units=5_000)
@@ -173,7 +173,7 @@ class EngineMachine(RuleBasedStateMachine):
     def live_equals_rebuilt(self) -> None:
         """Every aggregate as it was live after a commit equals its rebuild from stored events."""
         for (instance_id, version), live in self.live.items():
-            rebuilt: Instance = self.engine.repository.get(instance_id, version=version)
+            rebuilt: Instance = self.engine.parts.journal.repository.get(instance_id, version=version)
             assert rebuilt.record == live.record, f"{instance_id} v{version} differs from its rebuild"
         self.live.clear()
 

@@ -318,7 +318,7 @@ def streams(world: World) -> list[Stream]:
     """Every instance whose events hold at least one Birth."""
     found = []
     for instance in world.engine.instances():
-        events = tuple(world.engine.events.get(instance.id))
+        events = tuple(world.engine.parts.journal.events.get(instance.id))
         if indices(events, Instance.Birth):
             found.append(Stream(instance.id, events, world.chart_of(instance)))
     return found
@@ -359,7 +359,7 @@ def test_plan_of_every_instance_equals_its_live_checkpoint(history: list[Operati
     with recorded(history) as world:
         for instance in world.engine.instances():
             chart = world.chart_of(instance)
-            events = list(world.engine.events.get(instance.id))
+            events = list(world.engine.parts.journal.events.get(instance.id))
             assert resume_plan(events, chart) == Checkpoint.of(instance, chart), instance
             assert world.engine.plan(instance.id) == Checkpoint.of(instance, chart)
 
@@ -371,12 +371,12 @@ def test_plan_from_any_stored_snapshot_equals_the_full_rebuild(
 ) -> None:
     """Resuming from every stored snapshot version plus the events after it equals folding every event."""
     with recorded(history, snapshot_interval=interval) as world:
-        store = world.engine.snapshots
+        store = world.engine.parts.journal.snapshots
         assert store is not None
         taken = 0
         for instance in world.engine.instances():
             chart = world.chart_of(instance)
-            events = list(world.engine.events.get(instance.id))
+            events = list(world.engine.parts.journal.events.get(instance.id))
             full = resume_plan(events, chart)
             assert full == Checkpoint.of(instance, chart), instance
             for snapshot in store.get(instance.id):
@@ -387,7 +387,7 @@ def test_plan_from_any_stored_snapshot_equals_the_full_rebuild(
                 assert resume_plan(tail, chart, start=snapshot) == full, f"{instance} from v{version}"
                 # Events up to the snapshot's version are skipped when given.
                 assert resume_plan(events, chart, start=snapshot) == full, f"{instance} from v{version}"
-            latest, after = world.engine.stored(instance.id)
+            latest, after = world.engine.parts.journal.stored(instance.id)
             assert resume_plan(after, chart, start=latest) == full
         event(f"snapshots taken: {'none' if not taken else 'some'}")
 
@@ -670,7 +670,7 @@ def test_a_snapshot_naming_states_the_chart_lacks_is_undecodable(
     with recorded(history) as world:
         parents = [i for i in world.engine.instances() if i.record.name == "parent"]
         parent = parents[data.draw(st.integers(0, len(parents) - 1), label="parent")]
-        events = list(world.engine.events.get(parent.id))
+        events = list(world.engine.parts.journal.events.get(parent.id))
     occupied = set(_configuration(parent))
     assert occupied <= set(PARENT_STATES)
     more = data.draw(st.sets(st.sampled_from(PARENT_STATES)), label="also renamed")
@@ -691,7 +691,9 @@ def whole_snapshot_form(world: World, stream: Stream) -> list[Any]:
     out = []
     for e in stream.events:
         if isinstance(e, Instance.Stepped):
-            at: Instance = world.engine.repository.get(stream.instance_id, version=e.originator_version)
+            at: Instance = world.engine.parts.journal.repository.get(
+                stream.instance_id, version=e.originator_version
+            )
             whole = at.record.snapshot
             out.append(changed(e, snapshot=whole, parts=None, added=(), changed=(), removed=()))
         else:
@@ -706,7 +708,7 @@ def test_a_delta_stream_rebuilds_the_live_checkpoint(history: list[Operation], i
     from any stored snapshot, gives the live aggregate's checkpoint; so does the same stream in the
     whole-snapshot form stored before deltas."""
     with recorded(history, snapshot_interval=interval) as world:
-        store = world.engine.snapshots
+        store = world.engine.parts.journal.snapshots
         assert store is not None
         for stream in streams(world):
             instance = world.engine.instance(stream.instance_id)

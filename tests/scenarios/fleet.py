@@ -55,8 +55,8 @@ def fleet(fleet_storage: Storage) -> Iterator[Fleet]:
 
 def live(engine: Engine) -> Engine:
     """Make ``engine`` live: a heartbeat row that has not expired, as a worker keeps one."""
-    engine.coordination.beat(engine.engine_id, "default", LEASE)
-    assert engine.coordination.is_live(engine.engine_id)
+    engine.parts.coordination.beat(engine.engine_id, "default", LEASE)
+    assert engine.parts.coordination.is_live(engine.engine_id)
     return engine
 
 

@@ -21,6 +21,7 @@ from uuid import UUID
 
 from aggregates import CONVERTER, Instance
 from incarnate import Engine, Storage, UnknownInstance
+from incarnate._ownership import acquire_or_adopt
 from incarnate._work import UnitOfWork
 from statechart.scxml import load
 from tests.stores import PG_DBNAME, PG_HOST, PG_PORT
@@ -51,7 +52,7 @@ def tree(engine: Engine) -> list[Instance]:
 
 def facts(engine: Engine) -> dict[str, Any]:
     """Each instance's identity, birth facts, snapshot and event count (ownership claims left out)."""
-    topics = [n.topic for n in engine.recorder.select_notifications(start=1, limit=100_000)]
+    topics = [n.topic for n in engine.parts.journal.recorder.select_notifications(start=1, limit=100_000)]
     topics = [t for t in topics if not t.endswith("Instance.Claimed")]
     return {
         "tree": [
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({"killed_at": commits[0], "point": point}), flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    engine.hooks.append(hook)
+    engine.parts.commits.hooks.append(hook)
     engine.start("order", id=ROOT)
     drive(engine, 10)
     print(json.dumps({"idle": commits[0]}), flush=True)
@@ -105,7 +106,7 @@ def recover(args: argparse.Namespace) -> int:
         print(json.dumps({"recovered": facts(engine)}), flush=True)
         print(json.dumps({"final": "never started"}), flush=True)
         return 0
-    engine.acquire(ROOT)
+    acquire_or_adopt(engine.parts, ROOT)
     print(json.dumps({"recovered": facts(engine)}), flush=True)
     drive(engine, 10)
     root = engine.instance(ROOT).record

@@ -49,10 +49,10 @@ def rewrite_next_commit(engine: Engine, rewrite: Callable[[UnitOfWork], None]) -
 
     def hook(point: str, uow: UnitOfWork) -> None:
         if point == "before-commit":
-            engine.hooks.remove(hook)
+            engine.parts.commits.hooks.remove(hook)
             rewrite(uow)
 
-    engine.hooks.append(hook)
+    engine.parts.commits.hooks.append(hook)
 
 
 def replace_pending(instance: Instance, kind: type, change: Callable[[Any], Any]) -> None:
@@ -94,7 +94,7 @@ def assert_parked_for_checkpoint(fresh: Engine, parent: UUID, child: UUID, *word
     for word in words:
         assert word in incident.detail, incident.detail
     assert [held.root for held in fresh.parked()] == [parent]
-    assert parent not in fresh.acquired  # a parked tree is not held as runnable
+    assert parent not in fresh.parts.holdings.acquired()  # a parked tree is not held as runnable
     kid = fresh.instance(child)
     assert kid.record.status is InstanceStatus.BORN  # never ran: only its ownership moved
     assert [type(e).__name__ for e in fresh.events_of(child)][1:] in ([], ["Claimed"])
@@ -197,7 +197,7 @@ def existing_member(engine: Engine, parent: UUID, key: str, input: Any) -> Birth
 def precreate(engine: Engine, facts: BirthFacts) -> None:
     """Store the child of ``facts`` as another engine would have, behind this engine's back."""
     other = Instance.born(facts, fingerprint=engine.charts["kid"].fingerprint, owner="another engine")
-    engine.save_instances(other)
+    engine.parts.commits.save_instances(other)
 
 
 def test_an_existing_child_with_other_facts_raises_input_mismatch_after_the_conflict(
@@ -249,8 +249,8 @@ class StoreCheckingRunner(DeterministicRunner):
         self.notified: list[tuple[UUID, int | None]] = []
 
     def notify(self, instance_id: UUID) -> None:
-        assert self.engine is not None
-        stored = self.engine.recorder.select_events(instance_id, desc=True, limit=1)
+        assert isinstance(self.engine, Engine)
+        stored = self.engine.parts.journal.recorder.select_events(instance_id, desc=True, limit=1)
         self.notified.append((instance_id, stored[0].originator_version if stored else None))
         super().notify(instance_id)
 

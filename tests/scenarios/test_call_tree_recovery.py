@@ -100,8 +100,8 @@ def test_t4_a_live_leased_child_fails_the_tree_loudly_and_keeps_running(fleet: F
     h = live(fleet("H"))
     # A record written before affinity: the child alone moved to H, which runs it.
     child = h.instance(kid)
-    h.hold(kid, child.claim("H", reason="claimed on its own before affinity"))
-    h.save_instances(child)
+    h.parts.holdings.hold(kid, child.claim("H", reason="claimed on its own before affinity"))
+    h.parts.commits.save_instances(child)
     b = live(fleet("B"))
     parent_events, kid_events = event_names(b, parent), event_names(b, kid)
     with pytest.raises(TreeHeld) as raised:
@@ -110,7 +110,7 @@ def test_t4_a_live_leased_child_fails_the_tree_loudly_and_keeps_running(fleet: F
     assert str(kid) in message and "'H'" in message and "recovered as a unit" in message
     assert (raised.value.instance_id, raised.value.holder) == (kid, "H")
     assert event_names(b, parent) == parent_events and event_names(b, kid) == kid_events
-    assert b.instance(parent).record.owner == "A" and not b.held
+    assert b.instance(parent).record.owner == "A" and not b.parts.holdings.held()
     finish_on(h, b, kid)  # the child keeps running on its holder
     assert h.instance(kid).record.status is InstanceStatus.DONE
 
@@ -121,7 +121,7 @@ def test_t5_a_terminal_callers_live_child_is_finished_never_revived(fleet: Fleet
     parent, kid = started_pair(a)
     caller = a.instance(parent)
     caller.mark_cancelled("stopped by an operator")  # the cascade to the child never ran
-    a.save_instances(caller)
+    a.parts.commits.save_instances(caller)
     b = live(fleet("B"))
     steps_before = event_names(b, kid).count("Stepped")
     b.resume_all()
@@ -145,7 +145,7 @@ def test_t6_a_cyclic_document_terminates_the_walk(fleet: Fleet) -> None:
     # Malformed: the kid retains the incarnation that is itself (its child id is its own id).
     child = a.instance(kid)
     child.trigger_event(Instance.Birth, facts=facts)
-    a.save_instances(child)
+    a.parts.commits.save_instances(child)
     assert a.instance(kid).record.activations[0].child_id == kid
     b = live(fleet("B"))
     results = []

@@ -10,6 +10,7 @@ import pytest
 
 from aggregates import ActivationState, InputMismatch, InstanceStatus, Provenance
 from incarnate import Engine, InstanceTerminated, TaskCall, UnknownInstance, VirtualClock
+from incarnate._recovery import deliver_birth
 from incarnate.testing import CrashPoint, SimulatedCrash, crash_at, restart
 from statechart.event import done_invoke_event
 from tests.scenarios import charts
@@ -19,7 +20,7 @@ from tests.scenarios.conftest import EngineFactory
 def stored(engine: Engine) -> list[tuple[UUID, str]]:
     """Every stored instance event as (originator id, event class name), in commit order."""
     out = []
-    for n in engine.recorder.select_notifications(start=1, limit=10_000):
+    for n in engine.parts.journal.recorder.select_notifications(start=1, limit=10_000):
         if ":Instance." not in n.topic:
             continue
         originator = n.originator_id if isinstance(n.originator_id, UUID) else UUID(str(n.originator_id))
@@ -68,13 +69,13 @@ def test_a_birth_commit_is_one_insert(make_engine: EngineFactory, monkeypatch: p
     """The parent's macrostep, its Births and the children's creation reach the store in one insert."""
     engine = parent_engine(make_engine)
     batches: list[list[str]] = []
-    original = engine.recorder.insert_events
+    original = engine.parts.journal.recorder.insert_events
 
     def spy(stored_events: Any, **kwargs: Any) -> Any:
         batches.append([s.topic.rsplit(".", 1)[-1] for s in stored_events])
         return original(stored_events, **kwargs)
 
-    monkeypatch.setattr(engine.recorder, "insert_events", spy)
+    monkeypatch.setattr(engine.parts.journal.recorder, "insert_events", spy)
     engine.start("parent", {"members": ["a", "b"]})
     assert batches == [["Started", "Stepped", "Birth", "Birth", "Started", "Started"]]
 
@@ -115,7 +116,7 @@ def test_redelivered_identical_birth_is_a_no_op(make_engine: EngineFactory) -> N
     kid = engine.children(parent_id)[0]
     assert kid.record.birth is not None
     before = stored(engine)
-    assert engine.deliver_birth(kid.record.birth) is False
+    assert deliver_birth(engine.parts, kid.record.birth) is False
     assert stored(engine) == before
 
 
@@ -127,7 +128,7 @@ def test_conflicting_birth_raises_input_mismatch_and_writes_nothing(make_engine:
     assert facts is not None
     before = stored(engine)
     with pytest.raises(InputMismatch, match="input"):
-        engine.deliver_birth(attrs.evolve(facts, input={"name": "someone else"}))
+        deliver_birth(engine.parts, attrs.evolve(facts, input={"name": "someone else"}))
     assert stored(engine) == before
 
 

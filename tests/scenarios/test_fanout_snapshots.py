@@ -19,7 +19,7 @@ def test_a_large_fan_out_is_read_back_from_a_snapshot_and_a_short_tail() -> None
         instance = engine.instance(parent.id)
         assert instance.record.status is InstanceStatus.DONE
         assert instance.version > DEFAULT_SNAPSHOT_EVENTS
-        start, tail = engine.stored(parent.id)
+        start, tail = engine.parts.journal.stored(parent.id)
         assert isinstance(start, InstanceSnapshot)
         assert len(tail) < max(DEFAULT_SNAPSHOT_EVENTS, 3 * 400)
         assert len(tail) < instance.version - 1

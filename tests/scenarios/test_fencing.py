@@ -9,6 +9,7 @@ import pytest
 
 from aggregates import InstanceStatus
 from incarnate import Engine, TaskCall
+from incarnate._ownership import orphan
 from incarnate.errors import TreeHeld
 from projections import timeline
 from statechart import JsonValue
@@ -37,7 +38,7 @@ def test_invariant_9_single_writer_a_stale_owners_write_is_refused(
     with caplog.at_level(logging.WARNING, logger="incarnate.engine"):
         assert a.process(kid) is None  # the version conflict, then the incarnation check
     assert event_names(b, kid) == kid_events  # A wrote nothing
-    assert kid not in a.held and kid not in a.acquired and not a.owns(kid)
+    assert kid not in a.parts.holdings.held() and kid not in a.parts.holdings.acquired() and not a.owns(kid)
     assert any(r.getMessage().startswith("fenced: ") and str(kid) in r.getMessage() for r in caplog.records)
     a.run_until_idle()
     assert a.process(kid) is None  # its queued work stays a no-op
@@ -74,7 +75,9 @@ def test_a_task_taken_over_mid_run_never_commits_its_outcome_on_the_old_owner(fl
     a.run_until_idle()
     assert len(calls) == 1  # A ran the body (its side effect happened) ...
     assert a.instance(task).record.status is InstanceStatus.BORN  # ... but committed no outcome
-    assert task not in a.held and not a.owns(root)  # the root is dropped at A's next write to it
+    assert task not in a.parts.holdings.held() and not a.owns(
+        root
+    )  # the root is dropped at A's next write to it
     b[0].run_until_idle()
     assert [key for key, _ in calls] == [calls[0][0]] * 2  # at least once: same idempotency key
     assert event_names(b[0], task).count("Completed") == 1
@@ -97,7 +100,7 @@ def test_a_task_taken_over_before_its_body_runs_is_not_run_by_the_old_owner(flee
     b.take_over(root, reason="A stopped heartbeating")
     assert a.process(task) is None
     assert calls == []  # no side effect on the engine that lost the task
-    assert task not in a.held
+    assert task not in a.parts.holdings.held()
     b.run_until_idle()
     assert len(calls) == 1 and b.instance(root).record.status is InstanceStatus.DONE
 
@@ -134,7 +137,7 @@ def test_an_engine_that_created_an_instance_holds_incarnation_1(fleet: Fleet) ->
     """Creation and births by an engine hold incarnation 1; owns() reads the store."""
     a = fleet("A")
     parent, kid = started_pair(a)
-    assert a.held == {parent: 1, kid: 1} and a.owns(parent) and a.owns(kid)
+    assert a.parts.holdings.held() == {parent: 1, kid: 1} and a.owns(parent) and a.owns(kid)
     assert a.instance(kid).record.incarnation == 1
 
 
@@ -142,11 +145,11 @@ def test_orphan_ends_an_instance_with_status_orphan(fleet: Fleet) -> None:
     """Engine.orphan writes Orphaned (status orphan, finished, out of the listing); a second call is False."""
     a = fleet("A")
     _, kid = started_pair(a)
-    assert a.orphan(kid, "parent gone past the grace period") is True
+    assert orphan(a.parts, kid, "parent gone past the grace period") is True
     record = a.instance(kid).record
     assert record.status is InstanceStatus.ORPHAN and record.status.finished
     assert record.error == {"orphan": "parent gone past the grace period"}
-    assert a.orphan(kid, "again") is False
+    assert orphan(a.parts, kid, "again") is False
     assert a.plan(kid).status is InstanceStatus.ORPHAN
 
 
@@ -162,7 +165,7 @@ def test_claims_survive_snapshots_and_change_no_checkpoint(fleet: Fleet) -> None
     assert summaries[-1] == "claimed by B (incarnation 2): A stopped heartbeating"
     c = fleet("C", snapshot_interval=1)
     for instance_id in (parent, kid):
-        instance, start, _ = c.read(instance_id)
+        instance, start, _ = c.parts.reads.read(instance_id)
         assert (instance.record.owner, instance.record.incarnation) == ("B", 2)
         assert start is not None and start.originator_version == instance.version  # from the snapshot
         assert start.state.record.incarnation == 2
@@ -182,7 +185,7 @@ def test_a_client_that_created_an_instance_learns_on_send_that_a_worker_took_it(
     worker = live(fleet("worker"))
     worker.take_over(parent)
     assert client.send(parent, "nudge") is not None
-    assert parent not in client.held and not client.owns(parent)
+    assert parent not in client.parts.holdings.held() and not client.owns(parent)
     assert worker.owns(parent)
     seq = client.send(parent, "nudge again")
-    assert seq is not None and parent not in client.held
+    assert seq is not None and parent not in client.parts.holdings.held()

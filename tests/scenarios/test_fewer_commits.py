@@ -36,7 +36,7 @@ def commits_of(engine: Engine) -> list[Commit]:
         if point == "before-commit":
             seen.append({i.id: [type(e).__name__ for e in i.pending_events] for i in uow.pending()})
 
-    engine.hooks.append(hook)
+    engine.parts.commits.hooks.append(hook)
     return seen
 
 
@@ -153,16 +153,16 @@ def cold_engine(engine: Engine, tasks: dict[str, Any]) -> Engine:
     return Engine(charts.ALL, tasks, storage=storage, clock=clock, engine_id="recoverer")
 
 
-def counting(engine: Engine, name: str) -> list[tuple[Any, ...]]:
-    """Record the arguments of every call of ``engine.<name>``."""
+def counting(part: object, name: str) -> list[tuple[Any, ...]]:
+    """Record the arguments of every call of ``part.<name>`` (a part of an engine)."""
     calls: list[tuple[Any, ...]] = []
-    original = getattr(engine, name)
+    original = getattr(part, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return original(*args, **kwargs)
 
-    setattr(engine, name, wrapper)
+    setattr(part, name, wrapper)
     return calls
 
 
@@ -177,10 +177,10 @@ def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engi
     """150 trees of two: each member read once (two queries a batch on a database), 10 + 100 + 40 claimed."""
     crashed, roots = pending_trees(make_engine, 150)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
-    reads = counting(engine, "read")
-    singles = counting(engine, "stored")
-    batches = counting(engine, "prefetch")
-    saves = counting(engine, "save_instances")
+    reads = counting(engine.parts.reads, "read")
+    singles = counting(engine.parts.journal, "stored")
+    batches = counting(engine.parts.reads, "prefetch")
+    saves = counting(engine.parts.commits, "save_instances")
     assert engine.resume_all() == 300
     assert len(reads) == len({args[0] for args in reads}) == 300  # each member read once
     if isinstance(engine.storage, MemoryStorage):
@@ -205,7 +205,7 @@ def test_a_conflict_in_a_batch_claim_falls_back_to_one_tree_at_a_time(make_engin
     """The joint claim meets a concurrent write: each tree is then taken over on its own, none twice."""
     crashed, roots = pending_trees(make_engine, 3)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
-    original = engine.save_instances
+    original = engine.parts.commits.save_instances
     refused: list[int] = []
 
     def save_instances(*instances: Instance) -> None:
@@ -214,7 +214,7 @@ def test_a_conflict_in_a_batch_claim_falls_back_to_one_tree_at_a_time(make_engin
             raise IntegrityError("a concurrent write (simulated)")
         original(*instances)
 
-    engine.save_instances = save_instances  # type: ignore[method-assign]
+    engine.parts.commits.save_instances = save_instances  # type: ignore[method-assign]
     assert engine.resume_all() == 6
     assert refused == [6]
     engine.run_until_idle()

@@ -62,7 +62,7 @@ def test_concurrent_sends_share_transactions_and_every_tick_is_counted_once(
     engine = make_engine([COUNTER], runner=runner, commit_wait=0.005)
     ids = [engine.start("group.counter").id for _ in range(16)]
     assert runner.wait_until_idle(WAIT)
-    before = (engine.group_commit.transactions, engine.group_commit.units)
+    before = (engine.parts.commits.group_commit.transactions, engine.parts.commits.group_commit.units)
 
     def tick(n: int) -> None:
         for _ in range(5):
@@ -71,8 +71,8 @@ def test_concurrent_sends_share_transactions_and_every_tick_is_counted_once(
 
     assert run_threads(8, tick) == []
     assert runner.wait_until_idle(WAIT)
-    transactions = engine.group_commit.transactions - before[0]
-    units = engine.group_commit.units - before[1]
+    transactions = engine.parts.commits.group_commit.transactions - before[0]
+    units = engine.parts.commits.group_commit.units - before[1]
     assert units >= 80 and transactions < units  # some transactions carried several units
     for instance_id in ids:
         assert engine.snapshot(instance_id).context == Count(5)
@@ -85,7 +85,7 @@ def stale_and_fresh(engine: Engine, stale_id: UUID, fresh_id: UUID) -> tuple[Ins
     stale = engine.instance(stale_id)
     overtaking = engine.instance(stale_id)
     overtaking.accept(Event("tick"), source=None, sent_at=engine.clock.now())
-    engine.save_instances(overtaking)
+    engine.parts.commits.save_instances(overtaking)
     fresh = engine.instance(fresh_id)
     stale.accept(Event("tick"), source=None, sent_at=engine.clock.now())
     fresh.accept(Event("tick"), source=None, sent_at=engine.clock.now())
@@ -99,14 +99,14 @@ def test_a_version_conflict_in_a_joint_transaction_costs_only_its_own_unit(
     engine = make_engine([COUNTER], commit_batch=2)
     a, b = (engine.start("group.counter").id for _ in range(2))
     stale, fresh = stale_and_fresh(engine, a, b)
-    engine.group_commit.max_wait = WAIT  # the first to write waits for the other
-    before = engine.group_commit.transactions
+    engine.parts.commits.group_commit.max_wait = WAIT  # the first to write waits for the other
+    before = engine.parts.commits.group_commit.transactions
     units = [stale, fresh]
     outcomes: dict[UUID, BaseException | None] = {}
 
     def save(n: int) -> None:
         try:
-            engine.save_instances(units[n])
+            engine.parts.commits.save_instances(units[n])
         except IntegrityError as error:
             outcomes[units[n].id] = error
         else:
@@ -114,7 +114,7 @@ def test_a_version_conflict_in_a_joint_transaction_costs_only_its_own_unit(
 
     assert run_threads(2, save) == []
     assert isinstance(outcomes[a], IntegrityError) and outcomes[b] is None
-    assert engine.group_commit.transactions - before == 3  # the joint one, then each alone
+    assert engine.parts.commits.group_commit.transactions - before == 3  # the joint one, then each alone
     assert len(engine.instance(b).record.inbox) == 1
     assert len(engine.instance(a).record.inbox) == 1  # the overtaking write's message only
 

@@ -173,7 +173,7 @@ def test_events_store_plain_uuids(make_engine: EngineFactory) -> None:
     for instance_id in (first, second, parent, *(c.id for c in reader.children(parent))):
         events = reader.events_of(UUID(str(instance_id)))
         assert all(type(event.originator_id) is UUID for event in events)
-        stored = list(reader.recorder.select_events(UUID(str(instance_id))))
+        stored = list(reader.parts.journal.recorder.select_events(UUID(str(instance_id))))
         assert stored and all(type(record.originator_id) is UUID for record in stored)
         assert all(type(event.originator_id) is UUID for event in engine.events_of(instance_id))
     assert type(reader.instance(parent).record.root) is UUID

@@ -89,7 +89,7 @@ def test_repeat_from_a_fresh_engine_reading_a_snapshot_returns_none(make_engine:
     first = make_engine([GATE], snapshot_interval=1)
     gate = first.start("keyed_gate")
     finish(first, gate, "form-8812")
-    snapshot, _ = first.stored(gate)
+    snapshot, _ = first.parts.journal.stored(gate)
     assert snapshot is not None
     assert snapshot.mutate(None).record.keys == ("form-8812",)
     assert first.send(gate, "approve", "alice", key="form-8812") is None

@@ -116,7 +116,7 @@ def test_two_threaded_engines_never_take_each_others_live_trees(tmp_path: Path) 
         assert [held.holder for held in second.left_alone] == ["first"]
         assert second.instance(gate).record.owner == "first"
         first.close()
-        assert second.coordination.heartbeats()["first"].retired
+        assert second.parts.coordination.heartbeats()["first"].retired
         assert second.resume_all() == 1
         second.send(gate, "approve")
         done = wait_for(lambda: second.instance(gate).record.status is InstanceStatus.DONE, 10.0)
@@ -168,14 +168,14 @@ def test_finished_instances_are_forgotten(tmp_path: Path) -> None:
         gates = [engine.start("gate") for _ in range(20)]
         tasks = [engine.start("blocking") for _ in range(5)]
         engine.run_until_idle()
-        assert engine.holdings.sizes()[0] == 20  # the gates wait; the blocking roots and tasks are done
+        assert engine.parts.holdings.sizes()[0] == 20  # the gates wait; the blocking roots and tasks are done
         for gate in gates:
             engine.send(gate, "approve")
         engine.run_until_idle()
         assert all(engine.instance(i).record.status is InstanceStatus.DONE for i in [*gates, *tasks])
-        assert engine.holdings.sizes() == (0, 0, 0)
-        assert engine.held == {} and engine.acquired == frozenset()
-        remembered = {*engine._latest, *engine._decoded}  # the engine's own caches of copies
+        assert engine.parts.holdings.sizes() == (0, 0, 0)
+        assert engine.parts.holdings.held() == {} and engine.parts.holdings.acquired() == frozenset()
+        remembered = engine.parts.copies.remembered()  # the engine's own caches of copies
         assert remembered.isdisjoint({*gates, *tasks})
 
 
@@ -248,7 +248,7 @@ def test_the_librarys_save_cannot_write_an_instance_unfenced(tmp_path: Path) -> 
         instance = engine.instance(gate)
         instance.record_incident("test", "written around the fencing check", park=True)
         with pytest.raises(EngineError, match="without checking that this engine owns it"):
-            engine.save(instance)
+            engine.parts.journal.save(instance)
         assert engine.instance(gate).record.status is InstanceStatus.RUNNING
 
 
@@ -258,12 +258,12 @@ def test_a_unit_whose_instance_was_dropped_meanwhile_is_fenced_at_its_commit(tmp
     with Engine([GATE], storage=Storage.sqlite(str(tmp_path / "recheck.db"))) as engine:
         gate = engine.start("gate")
         version = engine.instance(gate).version
-        uow = UnitOfWork(engine)
+        uow = UnitOfWork(engine.parts.commits)
         instance = uow.load(gate)
         assert instance is not None
         uow.fence(instance)  # held: the check passes now
         instance.record_incident("test", "a write decided while the engine still held it", park=False)
-        engine.holdings.fence(gate)  # another thread learns it lost the instance
+        engine.parts.holdings.fence(gate)  # another thread learns it lost the instance
         with pytest.raises(Fenced):
-            engine.commit(uow)
+            engine.parts.commits.commit(uow)
         assert engine.instance(gate).version == version

@@ -229,7 +229,7 @@ def test_a_unit_of_work_that_is_not_committed_logs_no_fact(
         if point == "before-commit":
             raise RuntimeError("power cut")
 
-    a.hooks.append(crash)
+    a.parts.commits.hooks.append(crash)
     caplog.set_level(logging.DEBUG, logger="incarnate")
     with pytest.raises(RuntimeError, match="power cut"):
         a.start("order")

@@ -124,7 +124,7 @@ def test_recover_leaves_a_live_workers_tree_alone_and_names_it(
     try:
         root = engine.start("sleepy")
         engine.run_until_idle()
-        engine.coordination.beat(engine.engine_id, "default", 600.0)  # live, as a worker is
+        engine.parts.coordination.beat(engine.engine_id, "default", 600.0)  # live, as a worker is
         before = len(engine.events_of(root))
         status, out, _ = recover(capsys, path, "--wait", "0")
         assert status == 0  # its timer is its owner's to fire, not this command's

@@ -9,6 +9,7 @@ import pytest
 
 from aggregates import BirthFacts, Instance, InstanceKind, InstanceStatus, Provenance, Ref, Settlement
 from incarnate import DeterministicRunner, Engine, MigrationRejected, VirtualClock
+from incarnate._ownership import acquire_or_adopt
 from incarnate.testing import restart
 from projections import Checkpoint
 from statechart import Chart, RetryPolicy, final, invoke, start, state, transition
@@ -29,7 +30,7 @@ def cold(engine: Engine, *extra: Chart[Any]) -> Engine:
         charts_ = [c for c in charts_ if c.name != chart.name] + [chart]
     storage, clock = engine.storage, engine.clock
     engine.close()
-    return Engine(charts_, dict(engine.tasks), storage=storage, clock=clock)
+    return Engine(charts_, dict(engine.parts.catalog.tasks), storage=storage, clock=clock)
 
 
 def chain(engine: Engine, root: UUID) -> list[Instance]:
@@ -52,7 +53,7 @@ def test_cold_recovery_reenacts_the_same_incarnation(make_engine: EngineFactory)
     committed = [(i.record.parent, i.record.birth, i.record.ancestry, i.record.snapshot) for i in before]
     births, total = count(engine, "Birth"), len(stored(engine))
     fresh = cold(engine)
-    assert fresh.acquire(root) is True  # an ordinary acquisition, as any command would do
+    assert acquire_or_adopt(fresh.parts, root) is True  # an ordinary acquisition, as any command would do
     after = chain(fresh, root)
     assert [
         (i.record.parent, i.record.birth, i.record.ancestry, i.record.snapshot) for i in after
@@ -61,7 +62,9 @@ def test_cold_recovery_reenacts_the_same_incarnation(make_engine: EngineFactory)
     unclaimed = [e for e in stored(fresh) if e[1] != "Claimed"]
     assert count(fresh, "Birth") == births and len(unclaimed) == total
     assert count(fresh, "Claimed") == len(after)
-    assert {i.id for i in after} <= fresh.acquired  # arm admission again: every incarnation is live here
+    assert {
+        i.id for i in after
+    } <= fresh.parts.holdings.acquired()  # arm admission again: every incarnation is live here
     assert isinstance(fresh.runner, DeterministicRunner)
     assert list(fresh.runner.queue) == []  # waiting at a gate, none of them has work to do now
     fresh.run_until_idle()
@@ -90,9 +93,9 @@ def test_plan_from_snapshots_equals_plan_from_events(make_engine: EngineFactory,
     for kid in engine.children(parent)[:2]:
         engine.send(kid.id, "finish")
     engine.run_until_idle()
-    start_, events = engine.stored(parent)
+    start_, events = engine.parts.journal.stored(parent)
     assert start_ is not None
-    full = list(engine.events.get(parent))
+    full = list(engine.parts.journal.events.get(parent))
     chart = engine.charts["parent"]
     from projections import resume_plan
 
@@ -107,7 +110,7 @@ def test_retry_after_recovery_is_a_fresh_incarnation(make_engine: EngineFactory,
     engine.run_until_idle()
     first = engine.instance(parent).record.activations[0]
     fresh = cold(engine)
-    fresh.acquire(parent)
+    acquire_or_adopt(fresh.parts, parent)
     fresh.cancel(first.child_id, "the worker died")
     fresh.run_until_idle()
     clock.advance(5.0)
@@ -164,7 +167,7 @@ def test_finished_child_whose_outcome_never_arrived_is_consumed(make_engine: Eng
     # Simulate a store that lost the parent's side: drop the outcome without applying it.
     inbox_parent = engine.instance(parent)
     inbox_parent.reject(inbox_parent.record.inbox[0], "lost in a test")
-    engine.save_instances(inbox_parent)
+    engine.parts.commits.save_instances(inbox_parent)
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -240,7 +243,7 @@ def test_vanished_child_is_retried_per_the_site_policy(
         trigger=None,
         consumed=None,
         timer=None,
-        snapshot=engine.encode(chart, snapshot),
+        snapshot=engine.parts.copies.encode(chart, snapshot),
         effects=effects,
         now=0.0,
     )
@@ -260,7 +263,7 @@ def test_vanished_child_is_retried_per_the_site_policy(
         Provenance.BIRTH,
     )
     parent.record_birth(facts)
-    engine.save_instances(parent)  # the child's Started never reached the store
+    engine.parts.commits.save_instances(parent)  # the child's Started never reached the store
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -280,7 +283,7 @@ def test_child_of_a_terminal_caller_is_cancelled_with_a_fact(make_engine: Engine
     kid = engine.children(parent)[0]
     ended = engine.instance(parent)
     ended.complete({"forced": True})  # a caller that finished without its cascade
-    engine.save_instances(ended)
+    engine.parts.commits.save_instances(ended)
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -410,7 +413,7 @@ def test_corrupted_activations_park_instead_of_guessing(make_engine: EngineFacto
     engine.run_until_idle()
     corrupted = engine.instance(parent)
     corrupted.record_settled(corrupted.record.activations[0].ref, Settlement.DONE)  # no such outcome happened
-    engine.save_instances(corrupted)
+    engine.parts.commits.save_instances(corrupted)
     fresh = cold(engine)
     fresh.resume_all()
     fresh.run_until_idle()
@@ -452,5 +455,5 @@ def test_restart_helper_recovers(make_engine: EngineFactory) -> None:
     parent = engine.start("parent", {"members": ["a"]})
     engine.run_until_idle()
     fresh = restart(engine)
-    assert parent in fresh.acquired
+    assert parent in fresh.parts.holdings.acquired()
     fresh.close()

@@ -88,7 +88,7 @@ def dead_roots(build: Callable[[str], Engine], count: int, chart: str = "gate") 
 
 def leases(engine: Engine) -> dict[UUID, Lease]:
     """The store's recovery leases by root."""
-    return {lease.root: lease for lease in engine.coordination.leases()}
+    return {lease.root: lease for lease in engine.parts.coordination.leases()}
 
 
 def until(predicate: Callable[[], bool], timeout: float = 15.0, step: float = 0.05) -> bool:
@@ -105,7 +105,7 @@ def expired(engine: Engine, roots: list[UUID]) -> Callable[[], bool]:
     """Whether every lease on ``roots`` has expired by the store's clock."""
 
     def check() -> bool:
-        now = engine.coordination.now()
+        now = engine.parts.coordination.now()
         found = leases(engine)
         return all(found[root].expires_at <= now for root in roots)
 
@@ -173,7 +173,7 @@ def test_a_lapsed_claim_is_picked_up_by_another_replica(engines: Callable[[str],
     """A lease held by a replica that died is skipped while it lasts and taken over once it expired."""
     [root] = dead_roots(engines, 1)
     engine = engines("replica-1")
-    assert engine.coordination.claim([root], "crashed-replica", 0.5, 1) == [root]
+    assert engine.parts.coordination.claim([root], "crashed-replica", 0.5, 1) == [root]
     seen: list[UUID] = []
     manager = RecoveryManager(engine, settings(), seen.append)
     skipped = manager.sweep()
@@ -269,7 +269,7 @@ def test_a_child_whose_parent_vanished_becomes_orphan_after_the_grace_period(
     ghost = uuid4()
     lost_facts = attrs.evolve(facts, ref=attrs.evolve(facts.ref, parent=ghost), root=ghost)
     lost_kid = Instance.born(lost_facts, fingerprint=owner.charts["kid"].fingerprint, owner="dead-owner")
-    owner.save_instances(lost_kid)
+    owner.parts.commits.save_instances(lost_kid)
     lost = lost_facts.child_id
 
     engine = engines("replica-1")

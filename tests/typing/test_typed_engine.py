@@ -48,7 +48,7 @@ def test_start_refuses_a_chart_object_that_differs_from_the_registered_one() -> 
     with Engine([APPROVAL], storage=Storage.popo()) as engine:
         with pytest.raises(EngineError, match=r"chart 'approval' given to engine .* differs .* fix: pass"):
             engine.start(changed, {"title": "laptop"})
-        assert list(engine.instance_ids()) == []
+        assert list(engine.parts.journal.instance_ids()) == []
 
 
 def test_start_refuses_an_unregistered_chart_object() -> None:

@@ -18,7 +18,7 @@ from bench import peers
 def test_quick_and_full_sizes_fill_the_unset_options() -> None:
     full = peers.parse([])
     assert (full.rounds, full.serial, full.batches, full.pending) == (3, 200, 5, 1_000)
-    assert full.workload == list(peers.WORKLOADS) and full.store == "all"
+    assert full.workload == list(peers.WORKLOADS) and full.parts.journal.store == "all"
     quick = peers.parse(["--quick", "--pending", "50"])
     assert (quick.rounds, quick.serial, quick.batches, quick.pending) == (1, 20, 1, 50)
 

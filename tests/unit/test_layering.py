@@ -124,3 +124,82 @@ def test_no_import_circle_between_modules() -> None:
     for name in sorted(graph):
         visit(name, [name])
     assert not circles, f"import circles: {circles[:5]}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the four packages, and the project modules it imports (TYPE_CHECKING and local too).
+
+    ``from package import module`` depends on the module; ``from module import name`` on the module.
+    The package ``__init__`` an import runs on the way is not counted.
+    """
+    paths = {
+        _module_name(path): path for package in ALLOWED for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            found: list[str] = []
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(
+                        [*package.split(".")[: len(package.split(".")) - node.level + 1], base]
+                    ).strip(".")
+                found = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names]
+            for imported in found:
+                target = imported
+                while target and target not in paths:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def test_no_two_modules_import_each_other() -> None:
+    """No import circle between the project's modules, counting imports under TYPE_CHECKING."""
+    graph = _module_graph()
+    circles: list[list[str]] = []
+    for start in graph:
+        # A path from a module back to itself, found depth first (the graph is small).
+        stack: list[tuple[str, list[str]]] = [(target, [start]) for target in graph[start]]
+        seen: set[str] = set()
+        while stack:
+            node, path = stack.pop()
+            if node == start:
+                circles.append(path)
+                break
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.extend((target, [*path, node]) for target in graph.get(node, ()))
+    assert circles == []
+
+
+def test_only_the_journal_is_an_eventsourcing_application() -> None:
+    """The engine composes its store (``incarnate._journal``), it does not inherit the library's API."""
+    from eventsourcing.application import Application
+
+    from incarnate import Engine
+    from incarnate._journal import Journal
+
+    assert not issubclass(Engine, Application)
+    assert issubclass(Journal, Application)
+    subclassing = [
+        _module_name(path)
+        for package in ALLOWED
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "(Application[" in path.read_text() or "(Application)" in path.read_text()
+    ]
+    assert subclassing == ["incarnate._journal"]

@@ -55,7 +55,7 @@ def stored() -> list[StoredEvent]:
         engine.send(shipped, "approve", {"by": "ops", "note": "ünïcødé ✓", "ratio": 0.1, "n": 10**20})
         engine.run_until_idle()
         assert engine.result(shipped) is not None
-        notifications = engine.recorder.select_notifications(start=1, limit=10_000)
+        notifications = engine.parts.journal.recorder.select_notifications(start=1, limit=10_000)
     return [
         StoredEvent(n.originator_id, n.originator_version, n.topic, n.state)
         for n in notifications

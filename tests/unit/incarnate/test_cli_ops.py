@@ -362,7 +362,7 @@ def test_plan_of_a_corrupted_store_fails(capsys: pytest.CaptureFixture[str], sto
     engine = store.engine()
     corrupted = engine.instance(store.parent)
     corrupted.record_settled(corrupted.record.activations[0].ref, Settlement.DONE)  # no such outcome happened
-    engine.save_instances(corrupted)
+    engine.parts.commits.save_instances(corrupted)
     engine.close()
     status, out, err = run(capsys, "plan", str(store.parent), "--db", store.db, "--charts", CHARTS)
     assert (status, out) == (1, "")
@@ -888,7 +888,7 @@ def test_a_failed_operation_keeps_its_status_and_the_cause_s_code(
     engine = store.engine()
     corrupted = engine.instance(store.parent)
     corrupted.record_settled(corrupted.record.activations[0].ref, Settlement.DONE)  # no such outcome happened
-    engine.save_instances(corrupted)
+    engine.parts.commits.save_instances(corrupted)
     engine.close()
     status, out, err = run(capsys, "plan", str(store.parent), "--json", "--db", store.db, "--charts", CHARTS)
     assert (status, out) == (1, "")

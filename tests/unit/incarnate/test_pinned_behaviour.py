@@ -66,7 +66,9 @@ def engines() -> Iterator[Callable[..., Engine]]:
 
 def topics(engine: Engine, instance_id: UUID) -> list[str]:
     """The class names of the events the store holds for an instance, read from the recorder."""
-    return [record.topic.rsplit(".", 1)[-1] for record in engine.recorder.select_events(instance_id)]
+    return [
+        record.topic.rsplit(".", 1)[-1] for record in engine.parts.journal.recorder.select_events(instance_id)
+    ]
 
 
 # --------------------------------------------------------- notify after commit
@@ -80,7 +82,7 @@ class WatchingRunner(DeterministicRunner):
         self.seen: list[tuple[UUID, list[str]]] = []
 
     def notify(self, instance_id: UUID) -> None:
-        assert self.engine is not None
+        assert isinstance(self.engine, Engine)
         self.seen.append((instance_id, topics(self.engine, instance_id)))
         super().notify(instance_id)
 
@@ -218,7 +220,7 @@ def test_only_roots_of_engines_that_are_not_live_in_this_group_are_candidates(
     here = engines(charts.ALL, TASKS, storage=memory, engine_id="sweeper")
     mine = here.start("gate")
     here.listing.catch_up()  # every row changed at the store's epoch
-    coordination = here.coordination
+    coordination = here.parts.coordination
     coordination.beat("lapsed", "default", 5.0)
     coordination.beat("foreign", "elsewhere", 5.0)
     coordination.beat("edge", "default", 20.0)

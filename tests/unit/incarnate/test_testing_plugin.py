@@ -139,7 +139,7 @@ def scenario(engine):
         if where == "after-commit" and held and engine.snapshot(quote).configuration == ("review",):
             engine.send(quote, held.pop())
 
-    engine.hooks.append(send_when_priced)
+    engine.parts.commits.hooks.append(send_when_priced)
     engine.run_until_idle()
     engine.clock.advance(30.0)
     engine.run_until_idle()

@@ -25,7 +25,7 @@ def retrying_parent() -> tuple[list[Any], Any]:
     engine.run_until_idle()
     engine.cancel(engine.instance(parent).record.activations[0].child_id, "failed")
     engine.run_until_idle()
-    events = list(engine.events.get(parent))
+    events = list(engine.parts.journal.events.get(parent))
     chart = engine.charts["parent"]
     engine.close()
     return events, chart
@@ -58,7 +58,7 @@ def resumed_parent() -> tuple[list[Any], Any]:
     engine.run_until_idle()
     clock.advance(5.0)
     engine.run_until_idle()
-    events = list(engine.events.get(parent))
+    events = list(engine.parts.journal.events.get(parent))
     chart = engine.charts["parent"]
     engine.close()
     return events, chart
@@ -129,10 +129,10 @@ def test_a_migration_renames_the_state_a_slot_sits_on_not_its_birth() -> None:
     engine = memory_engine(charts.ALL, {"charge": lambda call: "ok"}, clock=VirtualClock(1000.0))
     parent = engine.start("parent", {"members": ["a"]})
     engine.run_until_idle()
-    engine.charts["parent"] = PARENT_RENAMED
+    engine.parts.catalog.charts["parent"] = PARENT_RENAMED
     fresh = restart(engine)
     fresh.migrate(parent, {"gathering": "collecting"})
-    events = list(fresh.events.get(parent))
+    events = list(fresh.parts.journal.events.get(parent))
     assert any(isinstance(e, Instance.Migrated) for e in events)
     plan = resume_plan(events, PARENT_RENAMED)
     assert plan.snapshot is not None and plan.snapshot.children[0].state == "collecting"

@@ -108,9 +108,9 @@ def test_start_refuses_a_bad_input_before_storing_anything(engine: Engine) -> No
     for bad in ({"doc": 3}, {"pages": "5"}, {"reviewers": "alice"}, {"unknown": 1}, {"doc": ("a",)}):
         with pytest.raises(CodecError, match="chart 'review'"):
             engine.start("review", bad)  # type: ignore[arg-type]
-    assert list(engine.instance_ids()) == []
+    assert list(engine.parts.journal.instance_ids()) == []
     good = engine.start("review", {"doc": "d", "reviewers": ["alice"]})
-    assert list(engine.instance_ids()) == [good]
+    assert list(engine.parts.journal.instance_ids()) == [good]
 
 
 def test_send_refuses_bad_event_data_before_storing_it(engine: Engine) -> None:
@@ -208,6 +208,6 @@ def test_a_str_for_a_list_of_members_starts_no_family(tmp_path: Path) -> None:
     try:
         with pytest.raises(CodecError, match=r"input\.names: expected a list"):
             engine.start("team", {"names": "alice"})
-        assert list(engine.instance_ids()) == []
+        assert list(engine.parts.journal.instance_ids()) == []
     finally:
         engine.close()

@@ -1,0 +1,186 @@
+"""Reading instances: private copies of stored instances, their snapshots, and their ResumePlans.
+
+Every read goes through the journal (the store) and the engine's copies;
+nothing here writes. A copy handed out is private: changing it (a command
+appends events to it) changes nothing anyone else sees until it is saved.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar, overload
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import PersistenceError, StoredEvent
+
+from aggregates import Instance, InstanceSnapshot
+from incarnate._copies import Catalog, Copies, clone
+from incarnate._journal import Journal, project
+from incarnate.errors import EngineError, StorageError, UnknownInstance
+from projections import Checkpoint, CheckpointUndecodable, resume_plan
+from statechart import Chart
+from statechart.snapshot import Snapshot
+
+log = logging.getLogger("incarnate.engine")
+
+C = TypeVar("C")
+
+
+class Reads:
+    """Instances as stored, this engine's copies of them, their snapshots and ResumePlans."""
+
+    def __init__(self, journal: Journal, copies: Copies, catalog: Catalog) -> None:
+        self.journal = journal
+        self.copies = copies
+        self.catalog = catalog
+
+    def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
+        """The instance aggregate, as stored now (``fresh=False``: this engine's last committed copy)."""
+        try:
+            instance: object = self.load(instance_id, fresh=fresh)
+        except AggregateNotFoundError:
+            raise UnknownInstance(instance_id) from None
+        except PersistenceError as error:
+            raise StorageError(f"could not read instance {instance_id}: {error}") from error
+        if not isinstance(instance, Instance):
+            raise UnknownInstance(instance_id)
+        return instance
+
+    def load(self, aggregate_id: UUID, *, fresh: bool = True) -> Any:
+        """A private copy of a stored aggregate.
+
+        ``fresh`` reads from the store whatever this engine has not seen (the
+        library's cache, fast-forwarded). Otherwise the copy this engine last
+        committed is used when it has one: a command computed on it that turns
+        out stale fails its save on the version conflict and is retried fresh.
+
+        Aggregate state is immutable values throughout (frozen attrs records,
+        tuples, JSON data never changed in place), so a shallow copy is as
+        safe as the library's deep copy and much cheaper; only the pending
+        events must not be shared.
+        """
+        if not fresh:
+            latest = self.copies.latest(aggregate_id)
+            if latest is not None:
+                return latest
+        return clone(self.journal.aggregate(aggregate_id))
+
+    def instances(self) -> Iterator[Instance]:
+        """Every instance in the store, in order of creation."""
+        for instance_id in self.journal.instance_ids():
+            try:
+                yield self.instance(instance_id)
+            except UnknownInstance:
+                continue
+
+    def children(self, instance_id: UUID) -> list[Instance]:
+        """The current incarnations retained by an instance (its activations)."""
+        instance = self.instance(instance_id)
+        return [self.instance(a.child_id) for a in instance.record.activations]
+
+    def prefetch(self, instance_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
+        """The stored events of many instances in one query, for :meth:`read` to decode.
+
+        Left out: instances with a stored snapshot (read as usual, from the
+        snapshot on), instances with no events, and everything when the
+        store reads instances one by one (in memory).
+        """
+        return self.journal.select_many(instance_ids)
+
+    def read(
+        self, instance_id: UUID, records: Sequence[StoredEvent] | None = None
+    ) -> tuple[Instance, InstanceSnapshot | None, list[Any]]:
+        """Read an instance once for recovery: the aggregate, and what it was built from.
+
+        The aggregate is built from the latest stored snapshot (if any) and
+        the events after it; the same snapshot and events feed its ResumePlan.
+        ``records`` are its stored events as :meth:`prefetch` read them (all
+        of them: it has no snapshot). The result also becomes this engine's
+        latest copy of the instance.
+        """
+        if records is None:
+            start, events = self.journal.stored(instance_id)
+        else:
+            start = None
+            events = self.journal.decode_records(instance_id, records)
+            if not events:
+                raise UnknownInstance(instance_id)
+        aggregate: Any = start.mutate(None) if start is not None else None
+        aggregate = project(aggregate, events)
+        if not isinstance(aggregate, Instance):
+            raise UnknownInstance(instance_id)
+        self.copies.saw([aggregate])
+        return clone(aggregate), start, events
+
+    @overload
+    def snapshot(self, instance_id: UUID) -> Snapshot[Any]: ...
+
+    @overload
+    def snapshot(self, instance_id: UUID, chart: Chart[C]) -> Snapshot[C]: ...
+
+    def snapshot(self, instance_id: UUID, chart: Chart[Any] | None = None) -> Snapshot[Any]:
+        """The decoded current snapshot of a chart instance (see ``Engine.snapshot``)."""
+        instance = self.instance(instance_id)
+        name = instance.record.name
+        if chart is not None and chart.name != name:
+            raise EngineError(
+                f"instance {instance_id} runs chart {name!r}, not {chart.name!r}; "
+                f"fix: pass the chart {name!r} (or no chart) to snapshot()"
+            )
+        registered = self.catalog.charts.get(name)
+        if registered is None:
+            raise EngineError(f"chart {name!r} of {instance_id} is not registered")
+        return self.copies.decode(registered, instance)
+
+    # ----------------------------------------------------------- ResumePlans
+
+    def plan(self, instance_id: UUID, chart: Chart[Any] | None = None) -> Checkpoint:
+        """The ResumePlan of an instance: its checkpoint rebuilt from the store and validated.
+
+        ``chart`` defaults to the registered chart of the instance.
+        """
+        start, events = self.journal.stored(instance_id)
+        if chart is None:
+            name = start.state.record.name if start is not None else getattr(events[0], "name", "")
+            chart = self.catalog.charts.get(name)
+        return self.resume_plan(instance_id, chart, start, events)[0]
+
+    def resume_plan(
+        self, instance_id: UUID, chart: Chart[Any] | None, start: InstanceSnapshot | None, events: list[Any]
+    ) -> tuple[Checkpoint, InstanceSnapshot | None, list[Any]]:
+        """The ResumePlan of what the journal read, and the snapshot and events it was built from.
+
+        A stored snapshot is only a shortcut: one whose checkpoint does not
+        fit the chart (it decodes, but names a state the chart lacks, say)
+        while the events are intact is refused (:meth:`refuse_snapshot`) and
+        the plan is rebuilt from the events. Only a checkpoint the events
+        themselves make raises :class:`~projections.CheckpointError`.
+        """
+        try:
+            return resume_plan(events, chart, start=start), start, events
+        except CheckpointUndecodable as error:
+            if start is None:
+                raise
+            self.refuse_snapshot(instance_id, start.originator_version, str(error))
+        start, events = self.journal.stored(instance_id)
+        return resume_plan(events, chart, start=start), start, events
+
+    def refuse_snapshot(self, instance_id: UUID, version: int, why: str) -> None:
+        """Never build ``instance_id`` from its snapshot at ``version`` again here: replay its events.
+
+        The snapshot is left in the store (events stay the truth; a later
+        snapshot supersedes it); the warning says why it was refused. So are
+        the snapshots stored since (up to the stored head): an aggregate built
+        on the refused one may have taken them.
+        """
+        self.journal.refuse_snapshot(instance_id, version)
+        self.copies.drop((instance_id,))
+        log.warning(
+            "refusing the stored snapshot of %s at version %d, which does not fit its chart (%s); "
+            "rebuilding the instance from its events",
+            instance_id,
+            version,
+            why,
+        )
