@@ -144,9 +144,19 @@ def _imports(name: str, path: Path) -> set[str]:
     return found
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the four packages, and the project modules it imports.
+
+    Imports under ``TYPE_CHECKING`` and inside functions count; ``from package import module``
+    depends on the module, ``from module import name`` on the module, and the package
+    ``__init__`` an import runs on the way is not counted.
+    """
+    return {name: _imports(name, path) for name, path in _modules()}
+
+
 def circles() -> list[list[str]]:
     """Strongly connected components (more than one module) of the import graph."""
-    graph = {name: _imports(name, path) for name, path in _modules()}
+    graph = import_graph()
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

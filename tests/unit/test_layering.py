@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.house import import_graph
+
 ROOT = Path(__file__).resolve().parents[2]
 
 ALLOWED: dict[str, set[str]] = {
@@ -133,43 +135,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _module_graph() -> dict[str, set[str]]:
-    """Each module of the four packages, and the project modules it imports (TYPE_CHECKING and local too).
-
-    ``from package import module`` depends on the module; ``from module import name`` on the module.
-    The package ``__init__`` an import runs on the way is not counted.
-    """
-    paths = {
-        _module_name(path): path for package in ALLOWED for path in sorted((ROOT / package).rglob("*.py"))
-    }
-    graph: dict[str, set[str]] = {}
-    for name, path in paths.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            found: list[str] = []
-            if isinstance(node, ast.Import):
-                found = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(
-                        [*package.split(".")[: len(package.split(".")) - node.level + 1], base]
-                    ).strip(".")
-                found = [f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names]
-            for imported in found:
-                target = imported
-                while target and target not in paths:
-                    target = target.rpartition(".")[0]
-                if target and target != name:
-                    targets.add(target)
-        graph[name] = targets
-    return graph
-
-
 def test_no_two_modules_import_each_other() -> None:
     """No import circle between the project's modules, counting imports under TYPE_CHECKING."""
-    graph = _module_graph()
+    graph = import_graph()
     circles: list[list[str]] = []
     for start in graph:
         # A path from a module back to itself, found depth first (the graph is small).
