@@ -419,8 +419,10 @@ class Engine:
         """:meth:`send_receipt`, then wait (up to ``timeout`` seconds) for the step it caused."""
         return self.send_receipt(instance_id, event, data, key=key).wait(timeout)
 
-    task_loop: asyncio.AbstractEventLoop | None = None
-    """The event loop async tasks run on (see :meth:`run_tasks_on`); None: ``asyncio.run`` per task."""
+    @property
+    def task_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop async tasks run on (see :meth:`run_tasks_on`); None: ``asyncio.run`` per task."""
+        return self.parts.commits.task_loop
 
     def run_tasks_on(self, loop: asyncio.AbstractEventLoop | None) -> None:
         """Run async task functions on ``loop`` (a running loop of another thread); None to stop.
@@ -429,7 +431,6 @@ class Engine:
         it, so tasks share the loop's clients and connections instead of a
         fresh loop per task. :meth:`AsyncEngine.serve` does this for its loop.
         """
-        self.task_loop = loop
         self.parts.commits.task_loop = loop
 
     def send(
