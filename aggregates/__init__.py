@@ -15,7 +15,9 @@ from aggregates._codec import (
     encode_event,
     make_event_converter,
     read_stored_json,
+    resolve_stored_topic,
     stored_json,
+    stored_topic,
 )
 from aggregates._identity import NAMESPACE, AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
 from aggregates._instance import Instance
@@ -64,5 +66,7 @@ __all__ = [
     "encode_event",
     "make_event_converter",
     "read_stored_json",
+    "resolve_stored_topic",
     "stored_json",
+    "stored_topic",
 ]

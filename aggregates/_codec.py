@@ -186,6 +186,55 @@ def decode_event(data: dict[str, Any], cls: type[Any]) -> Any:
     return CONVERTER.structure(data, cls)
 
 
+def class_version(cls: type[Any]) -> int:
+    """The stored format of an event class (its ``class_version``; 1 when it has none)."""
+    version: int = getattr(cls, "class_version", 1)
+    return version
+
+
+_STORED_TOPICS: dict[type[Any], str] = {}
+
+
+def stored_topic(cls: type[Any]) -> str:
+    """The topic an event of ``cls`` is stored under: its class's topic, then ``@N`` from format 2 on.
+
+    A format in the topic means that a reader that does not know the
+    format cannot resolve the topic and refuses the event (an engine parks
+    the instance with an incident) instead of reading it as an older one.
+    """
+    topic = _STORED_TOPICS.get(cls)
+    if topic is None:
+        version = class_version(cls)
+        topic = get_topic(cls) if version == 1 else f"{get_topic(cls)}@{version}"
+        _STORED_TOPICS[cls] = topic
+    return topic
+
+
+def resolve_stored_topic(topic: str) -> tuple[type[Any], int]:
+    """The event class a stored topic names, and the format it was stored in.
+
+    Raises :class:`ValueError` for a format newer than the class's (a store
+    written by a later version of the project), naming what to do.
+    """
+    base, _, suffix = topic.partition("@")
+    cls: type[Any] = resolve_topic(base)
+    stored = int(suffix) if suffix else 1
+    known = class_version(cls)
+    if stored > known:
+        raise ValueError(
+            f"stored format {stored} of {base.rpartition(':')[2]}, and this version of incarnate reads "
+            f"formats up to {known}: the store was written by a later version; upgrade incarnate on every "
+            "engine that opens this store"
+        )
+    return cls, stored
+
+
+def upcast(cls: type[Any], stored: int, data: dict[str, Any]) -> None:
+    """Bring an event's stored ``data`` from format ``stored`` to its class's, in place."""
+    for version in range(stored, class_version(cls)):
+        getattr(cls, f"upcast_v{version}_v{version + 1}")(data)
+
+
 class CattrsMapper(Mapper[UUID]):
     """Maps domain events to stored events through the cattrs codec (compression and
     encryption, when configured, apply as usual)."""
@@ -204,13 +253,13 @@ class CattrsMapper(Mapper[UUID]):
         return StoredEvent(
             originator_id=originator_id,
             originator_version=domain_event.originator_version,
-            topic=get_topic(type(domain_event)),
+            topic=stored_topic(type(domain_event)),
             state=state,
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
         try:
-            cls = resolve_topic(stored_event.topic)
+            cls, stored = resolve_stored_topic(stored_event.topic)
             state = stored_event.state
             if self.cipher:
                 state = self.cipher.decrypt(state)
@@ -219,6 +268,8 @@ class CattrsMapper(Mapper[UUID]):
             data = read_stored_json(state)
             data["originator_id"] = str(stored_event.originator_id)
             data["originator_version"] = stored_event.originator_version
+            if stored != 1 or class_version(cls) != 1:
+                upcast(cls, stored, data)
             event: DomainEventProtocol[UUID] = decode_event(data, cls)
         except ClassValidationError as error:
             detail = "; ".join(cattrs.transform_error(error, path="event"))

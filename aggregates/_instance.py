@@ -8,6 +8,7 @@ and saves them together, so a macrostep is committed whole or not at all.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 from uuid import UUID
 
@@ -48,6 +49,31 @@ def _without(inbox: tuple[Message, ...], seq: int) -> tuple[Message, ...]:
     if inbox and inbox[0].seq == seq:
         return inbox[1:]
     return tuple(m for m in inbox if m.seq != seq)
+
+
+Settled = tuple[Ref, Settlement]
+"""An activation a macrostep ended, and how (what a ``ChildSettled`` event records alone)."""
+
+
+def _accepted(record: InstanceRecord, message: Message) -> InstanceRecord:
+    """``record`` having accepted ``message``: its sequence number and key taken, not yet in the inbox."""
+    # Concatenation copies the tuple in C; ``(*keys, key)`` builds it item by item.
+    keys = record.keys if message.key is None else record.keys + (message.key,)
+    return evolve_record(record, message_seq=message.seq, keys=keys)
+
+
+def _unaccepted(record: InstanceRecord, message: Message) -> InstanceRecord:
+    """``record`` as it was before it accepted ``message``, the last thing that changed it."""
+    keys = record.keys if message.key is None else record.keys[:-1]
+    return evolve_record(record, inbox=record.inbox[:-1], message_seq=message.seq - 1, keys=keys)
+
+
+def _settle(retained: Any, ref: Ref) -> Any:
+    """The activations without ``ref``'s (unchanged when the slot holds another incarnation)."""
+    a = retained.get((ref.site, ref.key))
+    if a is None or a.ref != ref:
+        return retained
+    return retained.remove((a.site, a.key))
 
 
 class Instance(Aggregate):
@@ -242,7 +268,19 @@ class Instance(Aggregate):
         (see :class:`~statechart.codec.SnapshotDelta`): a parent's event carries
         what changed, never every slot. Events stored before this form carry
         the whole encoded ``snapshot`` instead, and still apply as they did.
+
+        Stored format 2 (the class's ``class_version``) joins the facts one
+        commit used to store apart: ``received`` is a message accepted by
+        this very macrostep (sent to an instance its engine steps at once, or
+        a child's outcome committed with its parent's reaction), so it never
+        waited in the inbox (``consumed`` names it all the same); ``settled``
+        are the activations the macrostep ended, as ``ChildSettled`` events
+        after it record them. Applying it is applying the ``Accepted``, the
+        ``Stepped`` and the ``ChildSettled`` events it stands for, in that
+        order. Format-1 events (neither field) are read as they were.
         """
+
+        class_version = 2
 
         trigger: Event | None
         consumed: int | None
@@ -254,6 +292,12 @@ class Instance(Aggregate):
         added: tuple[JsonObject, ...] = ()
         changed: tuple[JsonObject, ...] = ()
         removed: tuple[tuple[str, str], ...] = ()
+        received: Message | None = None
+        settled: tuple[Settled, ...] = ()
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """A format-1 ``Stepped`` is a format-2 one that received and settled nothing."""
 
         def configuration_after(self, before: tuple[str, ...]) -> tuple[str, ...]:
             """The configuration after this macrostep, given the one before it (carried only when changed)."""
@@ -264,7 +308,10 @@ class Instance(Aggregate):
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             inbox = record.inbox
-            if self.consumed is not None:
+            received = self.received
+            if received is not None:  # accepted and consumed at once: it never entered the inbox
+                record = _accepted(record, received)
+            elif self.consumed is not None:
                 inbox = _without(inbox, self.consumed)
             status = InstanceStatus.RUNNING if record.status is InstanceStatus.BORN else record.status
             if self.snapshot is not None:
@@ -272,6 +319,9 @@ class Instance(Aggregate):
             else:
                 parts = {**(record.snapshot_parts or {}), **(self.parts or {})}
                 slots = apply_slot_changes(record.slots, self.added, self.changed, self.removed)
+            retained = record.retained
+            for ref, _ in self.settled:
+                retained = _settle(retained, ref)
             aggregate.record = evolve_record(
                 record,
                 snapshot_parts=parts,
@@ -279,6 +329,7 @@ class Instance(Aggregate):
                 steps=record.steps + 1,
                 inbox=inbox,
                 status=status,
+                retained=retained,
             )
 
     def record_step(
@@ -304,6 +355,7 @@ class Instance(Aggregate):
             raise InvalidCommand(self.id, "record a macrostep", f"message {consumed} is not in the inbox")
         if (delta is None) == (snapshot is None):
             raise InvalidCommand(self.id, "record a macrostep", "give either a delta or a whole snapshot")
+        received = self._take_unsaved_acceptance(consumed)
         if delta is not None:
             self.trigger_event(
                 self.Stepped,
@@ -316,6 +368,7 @@ class Instance(Aggregate):
                 added=delta.added,
                 changed=delta.changed,
                 removed=delta.removed,
+                received=received,
             )
         else:
             self.trigger_event(
@@ -326,7 +379,28 @@ class Instance(Aggregate):
                 effects=effects,
                 now=now,
                 snapshot=snapshot,
+                received=received,
             )
+
+    def _take_unsaved_acceptance(self, consumed: int | None) -> Message | None:
+        """The message ``consumed`` when its ``Accepted`` is this instance's last unsaved event, withdrawn.
+
+        The macrostep that consumes a message accepted in the same commit
+        records it as ``received`` instead: one stored event for the two
+        facts, which apply as the two did. Anything else (no message, one
+        accepted earlier, or other events after its acceptance) keeps its
+        ``Accepted`` event.
+        """
+        pending = self._pending_events
+        if consumed is None or not pending:
+            return None
+        last = pending[-1]
+        if type(last) is not Instance.Accepted or last.message.seq != consumed:
+            return None
+        pending.pop()
+        self.record = _unaccepted(self.record, last.message)
+        self._version -= 1
+        return last.message
 
     # ------------------------------------------------------ child slots
 
@@ -445,16 +519,27 @@ class Instance(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
-            a = record.activation(self.ref.site, self.ref.key)
-            if a is None or a.ref != self.ref:
-                return
-            aggregate.record = evolve_record(record, retained=record.retained.remove((a.site, a.key)))
+            retained = _settle(record.retained, self.ref)
+            if retained is not record.retained:
+                aggregate.record = evolve_record(record, retained=retained)
 
     def record_settled(self, ref: Ref, settlement: Settlement) -> None:
-        """Drop the activation of ``ref``."""
+        """Drop the activation of ``ref``.
+
+        Right after an unsaved macrostep (the usual case: the macrostep
+        that consumed the child's outcome or left its state), the settlement
+        joins that ``Stepped`` event's ``settled`` instead of being an event
+        of its own; it applies exactly as a ``ChildSettled`` after it would.
+        """
         activation = self.record.activation(ref.site, ref.key)
         if activation is None or activation.ref != ref:
             raise InvalidCommand(self.id, "settle a child", f"{ref} is not retained")
+        pending = self._pending_events
+        if pending and type(pending[-1]) is Instance.Stepped:
+            stepped: Any = pending[-1]  # the domain's metaclass makes the fields, unseen by type checkers
+            pending[-1] = dataclasses.replace(stepped, settled=(*stepped.settled, (ref, settlement)))
+            self.record = evolve_record(self.record, retained=_settle(self.record.retained, ref))
+            return
         self.trigger_event(self.ChildSettled, ref=ref, settlement=settlement)
 
     # ------------------------------------------------------------ inbox

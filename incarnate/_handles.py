@@ -27,7 +27,7 @@ from uuid import UUID
 
 import attrs
 
-from aggregates import Instance, InstanceStatus
+from aggregates import Instance, InstanceStatus, Message
 from incarnate.errors import EngineError, InstanceCancelled, InstanceFailed
 from statechart import JsonValue
 from statechart.effects import Ignored
@@ -318,7 +318,13 @@ class SendReceipt:
 def receipt_for_key(engine: InstanceSource, instance_id: UUID, key: str) -> SendReceipt:
     """The receipt of the message accepted earlier under ``key``."""
     for event in engine.events_of(instance_id):
-        message = getattr(event, "message", None)
-        if isinstance(event, Instance.Accepted) and message is not None and message.key == key:
+        message: Message | None
+        if isinstance(event, Instance.Accepted):
+            message = event.message
+        elif isinstance(event, Instance.Stepped):
+            message = event.received  # accepted and consumed by one macrostep
+        else:
+            continue
+        if message is not None and message.key == key:
             return SendReceipt(engine, instance_id, message.seq, key)
     raise EngineError(f"instance {instance_id} has no message accepted under key {key!r}")

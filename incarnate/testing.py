@@ -586,7 +586,8 @@ def stored_events(engine: Engine) -> list[_Stored]:
             return out
         for n in notifications:
             if ":Instance." in n.topic:
-                out.append((_hex(n.originator_id), n.originator_version, n.topic.rsplit(".", 1)[-1], n.state))
+                name = n.topic.rsplit(".", 1)[-1].partition("@")[0]  # the class, without its format
+                out.append((_hex(n.originator_id), n.originator_version, name, n.state))
         start = notifications[-1].id + 1
 
 

@@ -25,7 +25,7 @@ from uuid import UUID
 import attrs
 import msgspec
 
-from aggregates import Instance, InstanceKind, InstanceStatus
+from aggregates import Instance, InstanceKind, InstanceStatus, stored_topic
 from aggregates.errors import DecodeError
 
 
@@ -39,6 +39,8 @@ INSTANCE_TOPIC_PREFIX = f"{_topic(Instance)}."
 
 STARTED = _topic(Instance.Started)
 STEPPED = _topic(Instance.Stepped)
+STEPPED_STORED = stored_topic(Instance.Stepped)
+"""The topic ``Stepped`` events are stored under now (with their format); older ones keep :data:`STEPPED`."""
 MIGRATED = _topic(Instance.Migrated)
 COMPLETED = _topic(Instance.Completed)
 FAILED = _topic(Instance.Failed)
@@ -295,6 +297,7 @@ def _resolved(row: ListingRow, version: int, state: Mapping[str, Any], topic: st
 
 _CHANGES: dict[str, _Change] = {
     STEPPED: _stepped,
+    STEPPED_STORED: _stepped,
     MIGRATED: _migrated,
     COMPLETED: _ended(InstanceStatus.DONE),
     FAILED: _ended(InstanceStatus.FAILED),

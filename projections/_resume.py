@@ -38,7 +38,9 @@ from aggregates import (
     InstanceStatus,
     JsonObject,
     Provenance,
+    Ref,
     RetryEntry,
+    Settlement,
 )
 from projections.errors import (
     CheckpointError,
@@ -555,15 +557,16 @@ class _Fold:
         self.states[(site, key)] = facts.state
 
     def settle(self, event: Any) -> None:
-        ref = event.ref
+        self.settle_ref(event.ref, event.settlement)
+
+    def settle_ref(self, ref: Ref, settlement: Settlement) -> None:
         current = self.find(ref.site, ref.key)
         if current is None or current.ref != ref:
             raise self.error(
                 DuplicatedActivation if current is None else MismatchedActivation,
                 ref.site,
                 ref.key,
-                f"a ChildSettled ({event.settlement.value}) for generation {ref.generation}, "
-                "which is not retained",
+                f"a ChildSettled ({settlement.value}) for generation {ref.generation}, which is not retained",
             )
         self.drop_activation((ref.site, ref.key))
         self.inputs.pop((ref.site, ref.key), None)
@@ -591,6 +594,8 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
             state.steps += 1
             if state.status is InstanceStatus.BORN:
                 state.status = InstanceStatus.RUNNING
+            for ref, settlement in event.settled:  # format 2: the ChildSettled facts of this macrostep
+                state.settle_ref(ref, settlement)
         elif name == "Started":
             state.start(event)
         elif name == "Birth":

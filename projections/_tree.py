@@ -150,7 +150,13 @@ def _summary(event: Any, configurations: dict[UUID, tuple[str, ...]]) -> str:
             trigger = f"event {event.trigger.name!r}"
         configuration = event.configuration_after(configurations.get(event.originator_id, ()))
         configurations[event.originator_id] = configuration
-        return f"{trigger} -> {', '.join(configuration)}"
+        summary = f"{trigger} -> {', '.join(configuration)}"
+        received = getattr(event, "received", None)
+        if received is not None:
+            summary = f"accepted and {summary} (#{received.seq})"
+        for ref, settlement in getattr(event, "settled", ()):
+            summary += f"; settled {ref.site}[{ref.key}] gen {ref.generation}: {settlement.value}"
+        return summary
     if name in ("Birth", "ChildResume"):
         facts = event.facts
         return f"{name} {facts.ref.site}[{facts.ref.key}] gen {facts.ref.generation} attempt {facts.attempt}"

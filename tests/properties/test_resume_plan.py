@@ -314,11 +314,61 @@ class Stream:
     chart: Chart[Any] | None
 
 
-def streams(world: World) -> list[Stream]:
-    """Every instance whose events hold at least one Birth."""
+def unfused(events: Sequence[Any]) -> list[Any]:
+    """Format-2 events as the format-1 facts they stand for: ``Accepted``, ``Stepped``, ``ChildSettled``s."""
+    out: list[Any] = []
+    for e in events:
+        if not isinstance(e, Instance.Stepped) or (e.received is None and not e.settled):
+            out.append(e)
+            continue
+        head: dict[str, Any] = {
+            "originator_id": e.originator_id,
+            "originator_version": 0,
+            "timestamp": e.timestamp,
+        }
+        accepted: Any = Instance.Accepted
+        if e.received is not None:
+            out.append(accepted(**head, message=e.received))
+        out.append(changed(e, received=None, settled=()))
+        settled: Any = Instance.ChildSettled  # the domain's metaclass makes its fields: see ``changed``
+        out.extend(settled(**head, ref=ref, settlement=how) for ref, how in e.settled)
+    return renumbered(out)
+
+
+def fused(events: Sequence[Any]) -> list[Any]:
+    """Format-1 facts joined as the engine stores them since format 2 (the inverse of :func:`unfused`).
+
+    An ``Accepted`` right before the ``Stepped`` that consumes its message
+    becomes that step's ``received``; ``ChildSettled`` events right after a
+    ``Stepped`` join its ``settled``.
+    """
+    out: list[Any] = []
+    for e in events:
+        last = out[-1] if out else None
+        if (
+            isinstance(e, Instance.Stepped)
+            and isinstance(last, Instance.Accepted)
+            and e.received is None
+            and e.consumed == last.message.seq
+        ):
+            out[-1] = changed(e, received=last.message)
+        elif isinstance(e, Instance.ChildSettled) and isinstance(last, Instance.Stepped):
+            out[-1] = changed(last, settled=(*last.settled, (e.ref, e.settlement)))
+        else:
+            out.append(e)
+    return renumbered(out)
+
+
+def streams(world: World, *, as_stored: bool = False) -> list[Stream]:
+    """Every instance whose events hold at least one Birth, each fact an event of its own (format 1).
+
+    ``as_stored``: the events as the store holds them (format 2) instead.
+    """
     found = []
     for instance in world.engine.instances():
         events = tuple(world.engine.parts.journal.events.get(instance.id))
+        if not as_stored:
+            events = tuple(unfused(events))
         if indices(events, Instance.Birth):
             found.append(Stream(instance.id, events, world.chart_of(instance)))
     return found
@@ -335,11 +385,26 @@ def draw_target(data: st.DataObject, world: World, kinds: Sequence[type]) -> tup
 
 
 def assert_detected(
-    events: Sequence[Any], chart: Chart[Any] | None, expected: type[CheckpointError], slot: str
+    events: Sequence[Any],
+    chart: Chart[Any] | None,
+    expected: type[CheckpointError],
+    slot: str,
+    *,
+    data: st.DataObject,
 ) -> None:
-    """Planning ``events`` raises exactly ``expected`` (never a plan), naming ``slot`` in the message."""
+    """Planning ``events`` raises exactly ``expected`` (never a plan), naming ``slot`` in the message.
+
+    The corrupted events are planned in one of the two stored formats, drawn:
+    as they are (every fact an event of its own, format 1), or with each
+    macrostep's settlements, and a message its macrostep accepted, joined
+    to its ``Stepped`` event as the engine stores them since format 2.
+    """
     # Every corruption below has one class the fold must report, predicted from the clean
     # events alone; none is left to a choice between classes.
+    form = data.draw(st.sampled_from([1, 2]), label="stored format")
+    event(f"format {form}")
+    if form == 2:
+        events = fused(events)
     with pytest.raises(CheckpointError) as caught:
         resume_plan(events, chart)
     error = caught.value
@@ -362,6 +427,9 @@ def test_plan_of_every_instance_equals_its_live_checkpoint(history: list[Operati
             events = list(world.engine.parts.journal.events.get(instance.id))
             assert resume_plan(events, chart) == Checkpoint.of(instance, chart), instance
             assert world.engine.plan(instance.id) == Checkpoint.of(instance, chart)
+            # The same facts stored one event each (format 1) rebuild the same checkpoint.
+            older = resume_plan(unfused(events), chart)
+            assert older == attrs.evolve(Checkpoint.of(instance, chart), version=older.version)
 
 
 @PROPERTY
@@ -414,7 +482,7 @@ def test_dropping_a_birth_is_an_omitted_activation(history: list[Operation], dat
                 expected = DuplicatedActivation
             break
     corrupted = renumbered([*events[:index], *events[index + 1 :]])
-    assert_detected(corrupted, stream.chart, expected, slot_name(ref))
+    assert_detected(corrupted, stream.chart, expected, slot_name(ref), data=data)
 
 
 @PROPERTY
@@ -432,7 +500,7 @@ def test_duplicating_an_activation_fact_is_a_duplicated_activation(
     at = data.draw(st.integers(index + 1, next_boundary(events, index)), label="copy inserted at")
     event(f"duplicated {type(fact).__name__}")
     corrupted = renumbered([*events[:at], fact, *events[at:]])
-    assert_detected(corrupted, stream.chart, DuplicatedActivation, slot_name(ref_of(fact)))
+    assert_detected(corrupted, stream.chart, DuplicatedActivation, slot_name(ref_of(fact)), data=data)
 
 
 @PROPERTY
@@ -467,7 +535,7 @@ def test_facts_out_of_causal_order_are_reordered_activations(
         events[retry], events[resume] = events[resume], events[retry]
         ref = ref_of(events[retry])
         # The fold meets the resume while the slot's activation is still running.
-        assert_detected(renumbered(events), stream.chart, ReorderedActivation, slot_name(ref))
+        assert_detected(renumbered(events), stream.chart, ReorderedActivation, slot_name(ref), data=data)
         return
     pool = data.draw(st.sampled_from([p for p in (first, later) if p]), label="first or later step")
     stream, birth, stepped = pool[data.draw(st.integers(0, len(pool) - 1), label="move")]
@@ -481,7 +549,7 @@ def test_facts_out_of_causal_order_are_reordered_activations(
     # the second incarnation as a duplicate before it can look at the step numbers.
     still_held = (ref.site, ref.key) in retained(stream.events[:stepped])
     expected = DuplicatedActivation if still_held else ReorderedActivation
-    assert_detected(renumbered(events), stream.chart, expected, slot_name(ref))
+    assert_detected(renumbered(events), stream.chart, expected, slot_name(ref), data=data)
 
 
 SHIFTS = st.sampled_from([-3, -2, -1, 1, 2, 3])
@@ -557,7 +625,7 @@ def test_an_altered_activation_fact_is_a_mismatched_activation(
         held = retained(stream.events[:index]).get((ref_of(fact).site, ref_of(fact).key))
         if held is not None and held.generation == ref_of(changed).generation:
             expected = DuplicatedActivation
-    assert_detected(events, stream.chart, expected, slot_name(ref_of(fact)))
+    assert_detected(events, stream.chart, expected, slot_name(ref_of(fact)), data=data)
 
 
 @PROPERTY
@@ -587,7 +655,7 @@ def test_dropping_a_settlement_or_resume_is_detected(history: list[Operation], d
         # The old incarnation outlives its slot: retained, but the snapshot keeps nothing live there.
         expected = MismatchedActivation
     corrupted = renumbered([*events[:index], *events[index + 1 :]])
-    assert_detected(corrupted, stream.chart, expected, slot_name(ref))
+    assert_detected(corrupted, stream.chart, expected, slot_name(ref), data=data)
 
 
 @PROPERTY
@@ -614,7 +682,7 @@ def test_a_settlement_naming_another_incarnation_is_detected(
     event(f"ChildSettled.{field} -> {expected.__name__}")
     events = list(stream.events)
     events[index] = changed(fact, ref=ref)
-    assert_detected(events, stream.chart, expected, slot_name(ref))
+    assert_detected(events, stream.chart, expected, slot_name(ref), data=data)
 
 
 # ---------------------------------------------------------------- undecodable snapshots
@@ -710,7 +778,7 @@ def test_a_delta_stream_rebuilds_the_live_checkpoint(history: list[Operation], i
     with recorded(history, snapshot_interval=interval) as world:
         store = world.engine.parts.journal.snapshots
         assert store is not None
-        for stream in streams(world):
+        for stream in streams(world, as_stored=True):
             instance = world.engine.instance(stream.instance_id)
             live = Checkpoint.of(instance, stream.chart)
             steps = [e for e in stream.events if isinstance(e, Instance.Stepped)]

@@ -51,7 +51,12 @@ def test_a_task_outcome_and_its_parents_step_are_one_commit(make_engine: EngineF
     last = commits[1]
     (task_id,) = set(last) - {root}
     assert last[task_id] == ["Completed"]
-    assert last[root][:2] == ["Accepted", "Stepped"] and last[root][-1] == "Completed"
+    # The parent's reaction is one event: the outcome it received, its macrostep, the settlement.
+    assert last[root] == ["Stepped", "Completed"]
+    reaction = [e for e in engine.events_of(root) if isinstance(e, Instance.Stepped)][-1]
+    assert reaction.received is not None and reaction.received.source == task_id
+    assert reaction.consumed == reaction.received.seq
+    assert [ref.child_id for ref, _ in reaction.settled] == [task_id]
     assert engine.handle(root).result() == "r-1"
 
 
@@ -113,7 +118,7 @@ def test_a_send_to_an_instance_a_threaded_runner_runs_is_one_commit(make_engine:
     seq = engine.send(gate, "answer", {"yes": True})
     record = engine.instance(gate, fresh=True).record
     assert record.status is InstanceStatus.DONE and record.output == {"yes": True}
-    assert commits == [{gate: ["Accepted", "Stepped", "Completed"]}]
+    assert commits == [{gate: ["Stepped", "Completed"]}]  # the message is the macrostep's ``received``
     assert seq == record.message_seq
     assert runner.wait_until_idle() and len(commits) == 1  # nothing was left for the workers
 

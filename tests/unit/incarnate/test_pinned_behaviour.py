@@ -66,9 +66,8 @@ def engines() -> Iterator[Callable[..., Engine]]:
 
 def topics(engine: Engine, instance_id: UUID) -> list[str]:
     """The class names of the events the store holds for an instance, read from the recorder."""
-    return [
-        record.topic.rsplit(".", 1)[-1] for record in engine.parts.journal.recorder.select_events(instance_id)
-    ]
+    records = engine.parts.journal.recorder.select_events(instance_id)
+    return [record.topic.rsplit(".", 1)[-1].partition("@")[0] for record in records]
 
 
 # --------------------------------------------------------- notify after commit
@@ -389,7 +388,9 @@ def test_a_finished_childs_outcome_already_delivered_is_consumed_once_after_reco
     fresh.run_until_idle()
     assert fresh.snapshot(parent).configuration == ("reviewing",)
     assert fresh.snapshot(parent).context.results == ("done:a",)
-    names = [type(event).__name__ for event in fresh.events_of(parent)]
-    assert names.count("ChildSettled") == 1
+    events = fresh.events_of(parent)
+    names = [type(event).__name__ for event in events]
+    settled = [s for e in events if isinstance(e, Instance.Stepped) for s in e.settled]
+    assert names.count("ChildSettled") + len(settled) == 1  # alone, or on its macrostep (format 2)
     assert "EvidenceRejected" not in names
     assert fresh.instance(parent).record.inbox == ()
