@@ -39,7 +39,7 @@ from incarnate._migration import DEFAULT_BATCH_SIZE, InstanceVerdict, MigrationR
 from incarnate._ownership import TakeOver
 from incarnate._parts import Parts
 from incarnate._process import Decision, decide
-from incarnate._reads import Reads
+from incarnate._reads import Ending, Reads
 from incarnate._recovery import ParkedRoot
 from incarnate._runners import DeterministicRunner
 from incarnate._storage import Storage
@@ -548,6 +548,15 @@ class Engine:
     def children(self, instance_id: UUID) -> list[Instance]:
         """The current incarnations retained by an instance (its activations)."""
         return self.parts.reads.children(instance_id)
+
+    def ending(self, instance_id: UUID) -> Ending | None:
+        """How an instance ended (its status, output and error), or None while it has not.
+
+        What ``handle.result()`` waits for: it reads the instance's last
+        stored event (one row), not its whole history, whenever that event
+        tells.
+        """
+        return self.parts.reads.ending(plain(instance_id))
 
     def events_of(self, instance_id: UUID) -> list[Any]:
         """Every stored event of an instance, oldest first (:class:`CorruptRecord` if one does not decode)."""

@@ -28,6 +28,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import Instance, InstanceStatus, Message
+from incarnate._reads import Ending
 from incarnate.errors import EngineError, InstanceCancelled, InstanceFailed
 from statechart import JsonValue
 from statechart.effects import Ignored
@@ -44,6 +45,10 @@ class InstanceSource(Protocol):
 
     def events_of(self, instance_id: UUID) -> list[Any]:
         """Every stored event of the instance, oldest first."""
+        ...
+
+    def ending(self, instance_id: UUID) -> Ending | None:
+        """How the instance ended (status, output, error), or None while it has not."""
         ...
 
 
@@ -65,19 +70,19 @@ def plain(instance_id: UUID) -> UUID:
     return UUID(int=instance_id.int)
 
 
-def _outcome(instance: Instance) -> JsonValue:
+def _outcome(ending: Ending) -> JsonValue:
     """The output of a finished instance, or the error that says why it has none."""
-    record = instance.record
-    status = record.status
+    status = ending.status
     if status is InstanceStatus.DONE:
-        return record.output
+        return ending.output
+    instance_id = plain(ending.instance_id)
     if status is InstanceStatus.FAILED:
-        raise InstanceFailed(plain(instance.id), record.error)
-    error = record.error
+        raise InstanceFailed(instance_id, ending.error)
+    error = ending.error
     reason = str(error.get("cancelled")) if isinstance(error, dict) and "cancelled" in error else str(error)
     if status is InstanceStatus.ORPHAN:
-        raise InstanceCancelled(plain(instance.id), reason, "orphaned")
-    raise InstanceCancelled(plain(instance.id), reason)
+        raise InstanceCancelled(instance_id, reason, "orphaned")
+    raise InstanceCancelled(instance_id, reason)
 
 
 def _timed_out(what: str, timeout: float | None, state: str) -> TimeoutError:
@@ -180,13 +185,8 @@ class InstanceHandle(UUID):
         """The instance's status, as stored now."""
         return self._engine.instance(self.id).record.status
 
-    def _finished(self) -> Instance | None:
-        # An ending is final: a finished copy this engine committed is the stored truth,
-        # so only an unfinished one needs the store.
-        instance = self._engine.instance(self.id, fresh=False)
-        if not instance.record.status.finished:
-            instance = self._engine.instance(self.id)
-        return instance if instance.record.status.finished else None
+    def _finished(self) -> Ending | None:
+        return self._engine.ending(self.id)
 
     def _expired(self, timeout: float | None) -> Callable[[], TimeoutError]:
         def expired() -> TimeoutError:

@@ -12,20 +12,61 @@ from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar, overload
 from uuid import UUID
 
+import attrs
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import PersistenceError, StoredEvent
 
-from aggregates import Instance, InstanceSnapshot
+from aggregates import Instance, InstanceKind, InstanceRecord, InstanceSnapshot, InstanceStatus
 from incarnate._copies import Catalog, Copies, clone
 from incarnate._journal import Journal, project
 from incarnate.errors import EngineError, StorageError, UnknownInstance
 from projections import Checkpoint, CheckpointUndecodable, resume_plan
-from statechart import Chart
+from statechart import Chart, JsonValue
 from statechart.snapshot import Snapshot
 
 log = logging.getLogger("incarnate.engine")
 
 C = TypeVar("C")
+
+_ENDINGS = (Instance.Completed, Instance.Failed, Instance.Cancelled, Instance.Orphaned)
+"""The facts that end an instance."""
+_LIVE_ONLY = (
+    Instance.Started,
+    Instance.Stepped,
+    Instance.Birth,
+    Instance.ChildRetry,
+    Instance.ChildResume,
+    Instance.Accepted,
+    Instance.CancelRequested,
+    Instance.Claimed,
+    Instance.Migrated,
+    Instance.Resolved,
+)
+"""Facts the aggregate records only while the instance has not ended: an instance whose last one is
+one of them has not ended. After an ending, only the others (an incident, a settlement, a refused
+message) may follow it."""
+
+
+@attrs.frozen
+class Ending:
+    """How an instance ended: its final status, and its output or error."""
+
+    instance_id: UUID
+    status: InstanceStatus
+    output: JsonValue
+    error: JsonValue
+
+    @classmethod
+    def of(cls, instance: Instance) -> Ending:
+        record = instance.record
+        return cls(instance.id, record.status, record.output, record.error)
+
+
+class _Shell:
+    """Just enough of an aggregate for an ending fact to apply to: a record and nothing else."""
+
+    def __init__(self, instance_id: UUID) -> None:
+        self.record = InstanceRecord(InstanceKind.CHART, "", "", None, "", instance_id, None, None, ())
 
 
 class Reads:
@@ -66,6 +107,36 @@ class Reads:
             if latest is not None:
                 return latest
         return clone(self.journal.aggregate(aggregate_id))
+
+    def ending(self, instance_id: UUID) -> Ending | None:
+        """How the instance ended, or None while it has not; usually from its last stored event alone.
+
+        An ending is final, so a finished copy this engine committed answers
+        at once. Otherwise the last stored event decides: an ending fact
+        (``Completed``, ``Failed``, ``Cancelled``, ``Orphaned``) is the
+        answer; a fact recorded only while an instance runs means it runs;
+        anything else (a fact that may follow an ending) sends the question
+        to the whole instance.
+        """
+        latest = self.copies.latest(instance_id)
+        if latest is not None and latest.record.status.finished:
+            return Ending.of(latest)
+        try:
+            last = self.journal.recorder.select_events(instance_id, desc=True, limit=1)
+        except PersistenceError as error:
+            raise StorageError(f"could not read instance {instance_id}: {error}") from error
+        if not last:
+            raise UnknownInstance(instance_id)
+        [event] = self.journal.decode_records(instance_id, last)
+        if isinstance(event, _ENDINGS):
+            shell = _Shell(instance_id)
+            event.apply(shell)
+            record = shell.record
+            return Ending(instance_id, record.status, record.output, record.error)
+        if isinstance(event, _LIVE_ONLY):
+            return None
+        instance = self.instance(instance_id)
+        return Ending.of(instance) if instance.record.status.finished else None
 
     def instances(self) -> Iterator[Instance]:
         """Every instance in the store, in order of creation."""
