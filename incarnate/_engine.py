@@ -74,6 +74,11 @@ RESUME_BATCH = 100
 """Call trees :meth:`Engine.resume_all` claims in one save (each read once, acquired as soon as claimed)."""
 RESUME_FIRST_BATCH = 10
 """The first batch is small, so the first trees run while the rest are read."""
+RESUME_FIRST_CATCH_UP = 2_000
+"""Notifications :meth:`Engine.resume_all` folds into the listing before it takes over the first trees.
+
+A log of tens of thousands of unread notifications takes seconds to fold;
+the trees found in its first part start running meanwhile."""
 RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
 """Event names that report a child's outcome: they must carry the invoke id of its incarnation."""
 DEFAULT_CACHE_SIZE = 50_000
@@ -648,7 +653,10 @@ class Engine:
         own), 10 trees claimed in the first save and up to 100 in each
         later one; each tree goes to the runner as soon as its claim has
         landed and its ResumePlan is rebuilt, so the first trees run while
-        later ones are read. Trees held by live engines are left alone,
+        later ones are read. The recovery listing is folded from the event log
+        in two parts: the trees found in its first
+        :data:`RESUME_FIRST_CATCH_UP` notifications are taken over before the
+        rest of the log is read. Trees held by live engines are left alone,
         logged, and listed in :attr:`left_alone` (each a :class:`TreeHeld`
         naming the holder). A leftover child whose caller has ended is finished (its interrupted
         cancel cascade completes). A tree with a stored record that does not
@@ -657,22 +665,16 @@ class Engine:
         """
         parts = self.parts
         holdings = parts.holdings
-        parts.listing.catch_up()
-        roots: list[UUID] = []
-        children: list[UUID] = []
-        for row in parts.listing.rows(in_flight=True):
-            if holdings.is_acquired(row.id) and holdings.holds(row.id):
-                continue
-            (roots if row.parent is None else children).append(row.id)
         before = holdings.acquisitions()
         held_elsewhere: list[TreeHeld] = []
-        begin, size = 0, RESUME_FIRST_BATCH
-        while begin < len(roots):
-            _, refused = _ownership.take_over_batch(
-                parts, roots[begin : begin + size], reason="resumed after a restart"
-            )
-            held_elsewhere.extend(refused)
-            begin, size = begin + size, RESUME_BATCH
+        seen: set[UUID] = set()
+        # The first trees are taken over after a first part of the log is folded, so they run
+        # while the rest is read; a root seen then is not taken over twice.
+        whole = parts.listing.catch_up(RESUME_FIRST_CATCH_UP) < RESUME_FIRST_CATCH_UP
+        children = self._resume_roots(seen, held_elsewhere, first=True)
+        if not whole:
+            parts.listing.catch_up()
+            children = self._resume_roots(seen, held_elsewhere, first=False)
         for child_id in children:
             if holdings.holds(child_id):
                 continue
@@ -692,6 +694,30 @@ class Engine:
             log.info("%d call trees are held by live engines and were left alone", len(held_elsewhere))
         self.left_alone = tuple(held_elsewhere)
         return holdings.acquisitions() - before
+
+    def _resume_roots(self, seen: set[UUID], held_elsewhere: list[TreeHeld], *, first: bool) -> list[UUID]:
+        """Take over the in-flight roots the listing holds that are not in ``seen``; the in-flight children.
+
+        The first batch is small (:data:`RESUME_FIRST_BATCH`) when ``first``, so
+        that the first trees run at once.
+        """
+        parts = self.parts
+        holdings = parts.holdings
+        roots: list[UUID] = []
+        children: list[UUID] = []
+        for row in parts.listing.rows(in_flight=True):
+            if row.id in seen or (holdings.is_acquired(row.id) and holdings.holds(row.id)):
+                continue
+            (roots if row.parent is None else children).append(row.id)
+        seen.update(roots)
+        begin, size = 0, RESUME_FIRST_BATCH if first else RESUME_BATCH
+        while begin < len(roots):
+            _, refused = _ownership.take_over_batch(
+                parts, roots[begin : begin + size], reason="resumed after a restart"
+            )
+            held_elsewhere.extend(refused)
+            begin, size = begin + size, RESUME_BATCH
+        return children
 
     def parked(self) -> list[ParkedRoot]:
         """Roots held for an operator, with their incidents."""

@@ -75,6 +75,38 @@ def test_cold_recovery_reenacts_the_same_incarnation(make_engine: EngineFactory)
     fresh.close()
 
 
+def test_resume_all_takes_over_the_trees_of_a_long_log_in_two_parts_each_once(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trees found in the first part of the log run before the rest is folded; every tree is taken once."""
+    engine = build(make_engine)
+    roots = [engine.start("tree") for _ in range(6)]
+    finished = engine.start("gate")
+    engine.run_until_idle()
+    engine.send(finished, "answer", "early")  # in the first part in flight, finished by the end
+    engine.run_until_idle()
+    members = {root: chain(engine, root) for root in roots}
+    fresh = cold(engine)
+    monkeypatch.setattr("incarnate._engine.RESUME_FIRST_CATCH_UP", 5)
+    folded: list[int | None] = []
+    catch_up = fresh.parts.listing.catch_up
+
+    def recorded(limit: int | None = None) -> int:
+        folded.append(limit)
+        return catch_up(limit)
+
+    monkeypatch.setattr(fresh.parts.listing, "catch_up", recorded)
+    assert fresh.resume_all() == sum(len(m) for m in members.values())
+    assert folded == [5, None]  # the first part, then the rest
+    for root, chained in members.items():
+        assert {i.id for i in chained} <= fresh.parts.holdings.acquired()
+        for member in chained:
+            assert sum(1 for i, t in stored(fresh) if i == member.id and t == "Claimed") == 1
+    assert fresh.instance(finished).record.status is InstanceStatus.DONE
+    assert not any(i == finished and t == "Claimed" for i, t in stored(fresh))
+    fresh.close()
+
+
 def test_plan_of_every_instance_equals_its_live_checkpoint(make_engine: EngineFactory) -> None:
     """The ResumePlan rebuilt from the store equals each instance's live checkpoint."""
     engine = build(make_engine)
