@@ -1,25 +1,41 @@
-"""Translate the SCION corpus's ECMAScript expressions to Python: a small table of token rules.
+"""Translate the conformance corpora's ECMAScript expressions to Python: a small table of token rules.
 
-The SCION documents use ``datamodel="ecmascript"``. Their expressions are
-simple (comparisons, arithmetic, string concatenation, object and array
-literals, ``In()``), so a table of token rewrites applied outside string
-literals turns each into the Python expression with the same meaning. The
-rules, in order:
+The SCION and W3C documents use ``datamodel="ecmascript"``. Their
+expressions are simple (comparisons, arithmetic, string concatenation,
+object and array literals, ``In()``, a few ``typeof`` and ``in`` tests), so
+a table of token rewrites turns each into the Python expression with the
+same meaning. ``LITERAL_RULES`` apply first, to the whole expression,
+because their pattern holds a string literal; ``RULES`` then apply to the
+code between string literals. In order:
 
-| ECMAScript                | Python                  |
-|---------------------------|-------------------------|
-| ``===``, ``!==``          | ``==``, ``!=``          |
-| ``&&``, ``||``, ``!x``    | ``and``, ``or``, ``not x`` |
-| ``true``, ``false``       | ``True``, ``False``     |
-| ``null``, ``undefined``   | ``None``                |
-| ``Math.pow(a, b)``        | ``pow(a, b)``           |
-| ``JSON.stringify(x)``     | ``str(x)``              |
-| ``_event.data.name``      | ``_event.data['name']`` |
-| ``{key: value}``          | ``{'key': value}``      |
-| ``x += 1;`` (a statement) | ``x += 1`` (no ``;``)   |
+| ECMAScript                        | Python                         |
+|-----------------------------------|--------------------------------|
+| ``(function(str, starts){…})(a, b)`` | ``str(a).startswith(str(b))`` |
+| ``typeof x === 'undefined'``      | ``x is None``                  |
+| ``'name' in _event``              | ``hasattr(_event, 'name')``    |
+| ``===``, ``!==``                  | ``==``, ``!=``                 |
+| ``&&``, ``||``, ``!x``            | ``and``, ``or``, ``not x``     |
+| ``a | b`` (between comparisons)   | ``a or b``                     |
+| ``true``, ``false``               | ``True``, ``False``            |
+| ``null``, ``undefined``           | ``None``                       |
+| ``Math.pow(a, b)``                | ``pow(a, b)``                  |
+| ``JSON.stringify(x)``             | ``str(x)``                     |
+| ``[].concat(a, [b])``             | ``(a + [b])``                  |
+| ``x instanceof Array``            | ``isinstance(x, list)``        |
+| ``++x``                           | ``(x := x + 1)``               |
+| ``var x = 1`` (a statement)       | ``x = 1``                      |
+| ``_event.data.name``              | ``_event.data['name']``        |
+| ``m['key'].name``                 | ``m['key']['name']``           |
+| ``{key: value}``                  | ``{'key': value}``             |
+| ``x += 1;`` (a statement)         | ``x += 1`` (no ``;``)          |
 
-Nothing else is rewritten; a document whose code needs more (function
-definitions, ``var``) is listed in ``EXCLUDED`` in ``test_scion.py``.
+The first is the W3C stylesheet's ``conf:varPrefix`` (a ``startsWith``
+written as an inline function). ``undefined`` becomes ``None`` because the Python datamodel's unassigned
+variable and absent event field are ``None``. Nothing else is rewritten:
+a document whose code needs more (function definitions, objects, the XML
+DOM) is listed with its reason in ``test_scion.py`` or ``test_w3c.py``.
+Comments (``<!-- -->``) are left as they are, so a ``<script>`` mentioned
+in one is never taken for code.
 """
 
 from __future__ import annotations
@@ -29,11 +45,22 @@ import re
 
 _STRING = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
+_OPERAND = r"[A-Za-z_][\w.]*(?:\[[^\]]*\])*"
+"""A variable, a field path or a subscript: the operand ``typeof`` and ``instanceof`` apply to."""
+
+LITERAL_RULES: tuple[tuple[str, str], ...] = (
+    (r"\(function\(str, starts\)\{.*?\}\)\(\s*(\w+)\s*,\s*(\w+)\s*\)", r"str(\1).startswith(str(\2))"),
+    (rf"\btypeof\s+({_OPERAND})\s*===?\s*'undefined'", r"\1 is None"),
+    (r"'([A-Za-z_]\w*)'\s+in\s+_event\b", r"hasattr(_event, '\1')"),
+)
+"""(pattern, replacement) pairs applied in order to the whole expression: their patterns hold literals."""
+
 RULES: tuple[tuple[str, str], ...] = (
     (r"===", "=="),
     (r"!==", "!="),
     (r"&&", " and "),
     (r"\|\|", " or "),
+    (r"\s\|\s", " or "),
     (r"!(?!=)", " not "),
     (r"\btrue\b", "True"),
     (r"\bfalse\b", "False"),
@@ -41,18 +68,38 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"\bundefined\b", "None"),
     (r"\bMath\.pow\(", "pow("),
     (r"\bJSON\.stringify\(", "str("),
-    (r"\b_event\.data\.([A-Za-z_]\w*)", r"_event.data['\1']"),
+    (r"\[\]\.concat\(\s*([\w.]+)\s*,\s*(\[[^\]]*\])\s*\)", r"(\1 + \2)"),
+    (rf"({_OPERAND})\s+instanceof\s+Array\b", r"isinstance(\1, list)"),
+    (r"\+\+([A-Za-z_]\w*)", r"(\1 := \1 + 1)"),
+    (r"^(\s*)var\s+", r"\1"),
+    (r"\b_event\.data\.([A-Za-z_]\w*)\b(?!\s*\()", r"_event.data['\1']"),
+    (r"\]\.([A-Za-z_]\w*)\b(?!\s*\()", r"]['\1']"),
     (r"([{,]\s*)([A-Za-z_]\w*)\s*:", r"\1'\2':"),
     (r";\s*$", ""),
 )
 """(pattern, replacement) pairs applied in order to the code between string literals."""
 
-_ATTRIBUTES = ("cond", "expr", "array", "eventexpr", "targetexpr", "delayexpr", "sendidexpr", "location")
+_ATTRIBUTES = (
+    "cond",
+    "expr",
+    "array",
+    "eventexpr",
+    "targetexpr",
+    "delayexpr",
+    "sendidexpr",
+    "srcexpr",
+    "typeexpr",
+    "location",
+)
 """The attributes that hold expressions (``location`` is an lvalue, translated the same way)."""
+
+_COMMENT = re.compile(r"(<!--.*?-->)", re.DOTALL)
 
 
 def translate(expression: str) -> str:
     """One ECMAScript expression or statement in Python."""
+    for pattern, replacement in LITERAL_RULES:
+        expression = re.sub(pattern, replacement, expression)
     parts = _STRING.split(expression)
     for n in range(0, len(parts), 2):  # even parts lie outside string literals
         code = parts[n]
@@ -73,9 +120,14 @@ def _script(match: re.Match[str]) -> str:
     return f"{opening}{html.escape(chr(10).join(lines), quote=False)}</script>"
 
 
-def translate_document(text: str) -> str:
-    """The document with ``datamodel="python"`` and every expression and inline script translated."""
-    text = text.replace('datamodel="ecmascript"', 'datamodel="python"')
+def _markup(text: str) -> str:
     pattern = r"\b(" + "|".join(_ATTRIBUTES) + r')="([^"]*)"'
     text = re.sub(pattern, _attribute, text)
     return re.sub(r"(<script(?:\s[^>]*)?>)(.*?)</script>", _script, text, flags=re.DOTALL)
+
+
+def translate_document(text: str) -> str:
+    """The document with ``datamodel="python"`` and every expression and inline script translated."""
+    text = text.replace('datamodel="ecmascript"', 'datamodel="python"')
+    parts = _COMMENT.split(text)
+    return "".join(part if n % 2 else _markup(part) for n, part in enumerate(parts))
