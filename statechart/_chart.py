@@ -373,7 +373,7 @@ class Chart(Generic[C]):
         self._history_indices: dict[tuple[HistoryEntry, ...], dict[int, tuple[int, ...]]] = {}
         self.history_entries: dict[
             tuple[int, tuple[tuple[int, tuple[int, ...]], ...]],
-            tuple[tuple[int, ...], dict[int, CompiledTransition]],
+            tuple[tuple[int, ...], dict[int, tuple[CompiledTransition, ...]]],
         ] = {}
         # The outcomes of plain macrosteps (see ``statechart._plan``); a chart with
         # sites has none, since a macrostep there also reconciles the child slots.

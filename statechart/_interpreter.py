@@ -591,7 +591,7 @@ class Run:
 
     def entry_set(
         self, transitions: list[CompiledTransition]
-    ) -> tuple[tuple[int, ...], dict[int, CompiledTransition]]:
+    ) -> tuple[tuple[int, ...], dict[int, tuple[CompiledTransition, ...]]]:
         """SCXML ``computeEntrySet``, in entry order, with the history defaults to run.
 
         The entry set of a single transition that meets no history state
@@ -610,7 +610,7 @@ class Run:
                 return cached
         to_enter: set[int] = set()
         default_entry: set[int] = set()
-        history_content: dict[int, CompiledTransition] = {}
+        history_content: dict[int, tuple[CompiledTransition, ...]] = {}
         self.saw_history = False
         for t in transitions:
             for s in t.targets:
@@ -642,8 +642,9 @@ class Run:
                 assert t.timer_id is not None and t.delay is not None
                 event = Event(t.timer_id, None, EventKind.PLATFORM)
                 self.arm_timer(t.timer_id, self.now + t.delay, event)
-            default = history_content.get(s)
-            if default is not None:
+            # Appendix D enterStates: onentry, then the <initial> transition's
+            # content, then a default history's content (test 579)
+            for default in history_content.get(s, ()):
                 self.execute(chart.ids[s], default.actions)
             if chart.kind[s] is StateKind.FINAL:
                 self.reached_final(s)
@@ -682,7 +683,7 @@ class Run:
         s: int,
         to_enter: set[int],
         default_entry: set[int],
-        history_content: dict[int, CompiledTransition],
+        history_content: dict[int, tuple[CompiledTransition, ...]],
     ) -> None:
         chart = self.chart
         kind = chart.kind[s]
@@ -698,7 +699,8 @@ class Run:
             else:
                 default = chart.history_default[s]
                 assert default is not None
-                history_content[parent] = default
+                # after the parent's <initial> content, if that is what led here (Appendix D)
+                history_content[parent] = (*history_content.get(parent, ()), default)
                 for x in default.targets:
                     self.add_descendants(x, to_enter, default_entry, history_content)
                 for x in default.targets:
@@ -710,7 +712,7 @@ class Run:
             content = chart.initial_content[s]
             if content is not None:
                 # run after the state's entry actions (3.6); never cached as a plain plan
-                history_content[s] = content
+                history_content[s] = (*history_content.get(s, ()), content)
                 self.saw_history = True
             for x in chart.initial[s]:
                 self.add_descendants(x, to_enter, default_entry, history_content)
@@ -726,7 +728,7 @@ class Run:
         s: int,
         to_enter: set[int],
         default_entry: set[int],
-        history_content: dict[int, CompiledTransition],
+        history_content: dict[int, tuple[CompiledTransition, ...]],
     ) -> None:
         inclusive = self.chart.inclusive_descendants
         for child in self.chart.children[s]:
@@ -739,7 +741,7 @@ class Run:
         ancestor: int | None,
         to_enter: set[int],
         default_entry: set[int],
-        history_content: dict[int, CompiledTransition],
+        history_content: dict[int, tuple[CompiledTransition, ...]],
     ) -> None:
         chart = self.chart
         for anc in chart.ancestors[s]:
@@ -1080,7 +1082,7 @@ def _plain(run: Run, name: str) -> bool:
     if any(exit_work[s] for s in run.exit_set(enabled)):
         return False
     entered, history_content = run.entry_set(enabled)
-    if any(t.actions for t in history_content.values()):
+    if any(t.actions for ts in history_content.values() for t in ts):
         return False
     return not chart.entering_works(entered)
 
