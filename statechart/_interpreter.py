@@ -89,6 +89,15 @@ class _BlockStopped(Exception):
     """An error inside nested content (already reported) stops the enclosing block."""
 
 
+class _SendFailed(Exception):
+    """A ``<send>`` that failed: its error event carries the send's id (SCXML 5.10.1, W3C 332)."""
+
+    def __init__(self, send_id: str | None, error: Exception) -> None:
+        super().__init__(str(error))
+        self.send_id = send_id
+        self.error = error
+
+
 def _timer_order(timer: Timer) -> tuple[float, int]:
     return (timer.deadline, timer.sequence)
 
@@ -273,6 +282,9 @@ class Run:
         ``where`` is the state whose entry, exit, transition (``transition``,
         its id or ``<state>#<position>``), done data or site ran ``what``.
         """
+        send_id = None
+        if isinstance(error, _SendFailed):
+            send_id, error = error.send_id, error.error
         failure = ActionFailed(where, what, type(error).__name__, str(error), transition)
         self.effects.append(failure)
         self.internal.append(
@@ -286,6 +298,7 @@ class Run:
                     "message": failure.message,
                 },
                 EventKind.PLATFORM,
+                send_id,
             )
         )
 
@@ -359,7 +372,27 @@ class Run:
             self.perform_all(action.actions, where, transition)
 
     def send(self, action: Send) -> None:
-        """SCXML 6.2: evaluate the send's attributes, then queue, deliver or arm it."""
+        """SCXML 6.2: evaluate the send's attributes, then queue, deliver or arm it.
+
+        The send's id is settled first (the author's, else a generated one,
+        stored at ``idlocation``), so that an error the send raises carries
+        it as ``_event.sendid`` (5.10.1: the send id of the triggering send).
+        """
+        # SCXML 6.2 (_event.sendid): the author's id, else blank. The timer
+        # still needs a key in the snapshot; that one stays out of the event.
+        timer_id = action.id or f"send.{self.sequence}"
+        send_id = action.id
+        if action.id_location is not None:
+            # the generated id was given to the author, so the event carries it (5.10.1, 6.2.4)
+            self.context = action.id_location(self.context, self.event, timer_id)
+            send_id = timer_id
+        try:
+            self.dispatch(action, timer_id, send_id)
+        except Exception as error:
+            raise _SendFailed(send_id, error) from error
+
+    def dispatch(self, action: Send, timer_id: str, send_id: str | None) -> None:
+        """The rest of :meth:`send`, once its id is known."""
         if action.type is not None:
             kind = self.text(action.type, "send type")
             if kind not in SEND_TYPES:
@@ -376,14 +409,6 @@ class Run:
         if not delay >= 0:
             raise ValueError(f"send {name!r} has a negative delay {delay}")
         data = self.data(action.data)
-        # SCXML 6.2 (_event.sendid): the author's id, else blank. The timer
-        # still needs a key in the snapshot; that one stays out of the event.
-        timer_id = action.id or f"send.{self.sequence}"
-        send_id = action.id
-        if action.id_location is not None:
-            # the generated id was given to the author, so the event carries it (5.10.1, 6.2.4)
-            self.context = action.id_location(self.context, self.event, timer_id)
-            send_id = timer_id
         own = self.session is not None and target == f"#_scxml_{self.session}"
         if target is None or own:
             origin = f"#_scxml_{self.session}" if self.session is not None else None

@@ -56,3 +56,28 @@ def test_default_history_content_runs_after_onentry_and_the_initial_transitions_
         )
     )
     assert snapshot.context["order"] == ["onentry", "initial", "history"]
+
+
+# ------------------------------------------------ 332: a failed send's sendid
+
+FAILED_SEND = (
+    '<datamodel><data id="sid"/><data id="seen" expr="[]"/></datamodel>'
+    '<state id="s"><onentry>{send}</onentry>'
+    '<transition event="error.*" target="done">'
+    '<assign location="seen" expr="[_event.name, _event.sendid]"/></transition></state>'
+    '<final id="done"/>'
+)
+
+
+def test_an_error_from_a_failed_send_carries_the_generated_send_id() -> None:
+    """W3C 332: the error.execution of a send the processor refuses carries the idlocation value (5.10.1)."""
+    failing = '<send event="x" target="nowhere" idlocation="sid"/>'
+    _, snapshot, _ = begin(doc(FAILED_SEND.format(send=failing)))
+    assert snapshot.context["sid"], "the send id was generated and stored before the send failed"
+    assert snapshot.context["seen"] == ["error.execution", snapshot.context["sid"]]
+
+
+def test_an_error_from_a_failed_send_carries_the_authors_send_id() -> None:
+    """A send with id= that fails raises error.execution whose sendid is that id (5.10.1)."""
+    _, snapshot, _ = begin(doc(FAILED_SEND.format(send='<send id="mine" event="x" typeexpr="\'other\'"/>')))
+    assert snapshot.context["seen"] == ["error.execution", "mine"]
