@@ -91,14 +91,17 @@ class Code:
     ``source`` is the Python text as written (kept for :func:`dump`). A
     syntax error is raised when the code runs, as ``error.execution``
     (SCXML 5.9: an illegal expression), not when the document loads.
+    ``name`` is the ``name`` of the document the code stands in, what it
+    reads as ``_name`` (5.10); ``None``: the running chart's name.
     """
 
-    __slots__ = ("_code", "_error", "mode", "source", "where")
+    __slots__ = ("_code", "_error", "mode", "name", "source", "where")
 
-    def __init__(self, source: str, where: str, mode: str) -> None:
+    def __init__(self, source: str, where: str, mode: str, name: str | None = None) -> None:
         self.source = source
         self.where = where
         self.mode = mode
+        self.name = name
         self._code: CodeType | None = None
         self._error: SyntaxError | None = None
         # an expression may span lines: parenthesised, its newlines are only whitespace
@@ -129,8 +132,11 @@ def _dedent(source: str) -> str:
     return "\n".join(line[cut:] for line in lines)
 
 
-def namespace(model: Datamodel, event: Event | None) -> dict[str, Any]:
-    """The globals an expression sees: a copy of the variables and the system variables."""
+def namespace(model: Datamodel, event: Event | None, name: str | None = None) -> dict[str, Any]:
+    """The globals an expression sees: a copy of the variables and the system variables.
+
+    ``name`` is the document's name (``_name``); by default the running chart's.
+    """
     scope = current()
     session = scope.session
     location = f"#_scxml_{session}" if session is not None else None
@@ -140,7 +146,7 @@ def namespace(model: Datamodel, event: Event | None) -> dict[str, Any]:
     if view is not None:  # 5.10.1: _event is not bound until the first event is processed
         values["_event"] = view
     values["_sessionid"] = session
-    values["_name"] = scope.chart
+    values["_name"] = scope.chart if name is None else name
     values["_ioprocessors"] = {
         "scxml": {"location": location},
         SCXML_PROCESSOR: {"location": location},
@@ -151,7 +157,7 @@ def namespace(model: Datamodel, event: Event | None) -> dict[str, Any]:
 
 def evaluate(code: Code, model: Datamodel, event: Event | None) -> Any:
     """The value of an expression."""
-    return code.run(namespace(model, event))
+    return code.run(namespace(model, event, code.name))
 
 
 def copy_json(value: JsonValue) -> JsonValue:
@@ -177,7 +183,7 @@ def _kept(values: Mapping[str, Any]) -> dict[str, JsonValue]:
 
 def run_script(code: Code, model: Datamodel, event: Event | None) -> Datamodel:
     """Execute a ``<script>`` (SCXML 4.8): the datamodel with what it changed."""
-    values = namespace(model, event)
+    values = namespace(model, event, code.name)
     system = {name: values.get(name) for name in SYSTEM_VARIABLES}
     code.run(values)
     for name, before in system.items():
@@ -220,11 +226,20 @@ def _store(location: str, where: str) -> Code:
     return Code(f"{location} = __value__", where, "exec")
 
 
-def from_input(names: list[str]) -> Callable[[JsonValue], Datamodel]:
-    """``context_from_input`` of a document: an invoker's params and namelist preset declared data (6.4)."""
+@attrs.frozen
+class FromInput:
+    """``context_from_input`` of a document: an invoker's params and namelist preset declared data (6.4).
 
-    def build(given: JsonValue) -> Datamodel:
-        values: dict[str, JsonValue] = dict.fromkeys(names)
+    ``document`` is the document's ``name`` attribute (what its code reads
+    as ``_name``), which :func:`~statechart.scxml.dump` writes back: an
+    invoked document's chart is named by where it stands, not by it.
+    """
+
+    names: tuple[str, ...]
+    document: str | None = None
+
+    def __call__(self, given: JsonValue) -> Datamodel:
+        values: dict[str, JsonValue] = dict.fromkeys(self.names)
         preset: list[str] = []
         if isinstance(given, dict):
             for name, value in given.items():
@@ -233,7 +248,10 @@ def from_input(names: list[str]) -> Callable[[JsonValue], Datamodel]:
                     preset.append(name)
         return Datamodel(values, [f"={name}" for name in preset])
 
-    return build
+
+def from_input(names: list[str], document: str | None = None) -> Callable[[JsonValue], Datamodel]:
+    """The :class:`FromInput` of a document that declares ``names``."""
+    return FromInput(tuple(names), document)
 
 
 def preset(model: Datamodel, name: str) -> bool:

@@ -45,7 +45,7 @@ from statechart._model import (
 )
 from statechart._validate import _transition_label
 from statechart.errors import ScxmlError
-from statechart.scxml._datamodel import Datamodel
+from statechart.scxml._datamodel import Datamodel, FromInput
 from statechart.scxml._load import (
     SCXML_NS,
     AssignExpr,
@@ -180,8 +180,9 @@ def _id_locations(node: StateNode[Any]) -> tuple[dict[str, str], tuple[Action[An
 class _Dumper:
     """Builds the document of one chart, collecting every construct SCXML cannot say before refusing."""
 
-    def __init__(self, chart: Chart[Any]) -> None:
+    def __init__(self, chart: Chart[Any], *, child: bool = False) -> None:
         self.chart = chart
+        self.invoked = child
         self.problems: list[str] = []
         self.data_ids: list[str] = []
         self.late = False
@@ -243,7 +244,7 @@ class _Dumper:
             xmlns=SCXML_NS,
             version="1.0",
             datamodel="python",
-            name=chart.name,
+            name=self.document_name(),
             initial=" ".join(chart.initial_ids) or None,
             binding="late" if self.late else None,
         )
@@ -253,6 +254,18 @@ class _Dumper:
             if self.scripted("the chart's setup", "<script>"):
                 root.add(_Element("script", script.code.source))
         return root.add(*states)
+
+    def document_name(self) -> str:
+        """The ``<scxml name>``: the chart's name, or for an invoked document the name it was loaded with.
+
+        The loader names an invoked document's chart by where it stands
+        (its invoking chart and site), and keeps the document's own
+        ``name`` (its ``_name``) beside it, so that is what is written back.
+        """
+        build = self.chart.context_from_input
+        if self.invoked and type(build) is FromInput and build.document is not None:
+            return build.document
+        return self.chart.name
 
     def setup(self) -> tuple[list[DataInit], list[Script]]:
         """The chart's setup as SCXML has it (5.2.2, 5.8): every ``<data>``, then the top-level scripts."""
@@ -456,7 +469,7 @@ class _Dumper:
 
     def child(self, where: str, what: str, child: Chart[Any]) -> _Element:
         """The ``<scxml>`` element of an invoked chart (with its own children), its problems the site's."""
-        dumper = _Dumper(child)
+        dumper = _Dumper(child, child=True)
         root = dumper.document()
         self.problems.extend(f"{where}: {what}: in chart {child.name!r}: {p}" for p in dumper.problems)
         return root

@@ -410,14 +410,45 @@ def _bind(model: Datamodel, name: str, value: JsonValue) -> Datamodel:
 # --------------------------------------------------------------- loader
 
 
+class _Names:
+    """The chart names of one load, each given to one source (a file's path, an inline document's place).
+
+    A companion's chart is named by where it stands, never by its
+    ``<scxml name>``, which two documents may share (an editor's default):
+    an inline document by its invoking chart and site, a file by its stem.
+    A name another source holds gets a numbered suffix, in the order the
+    loader meets the sources, so the same documents always get the same names.
+    """
+
+    def __init__(self) -> None:
+        self.by_source: dict[str, str] = {}
+        self.taken: set[str] = set()
+
+    def claim(self, source: str, wanted: str) -> str:
+        known = self.by_source.get(source)
+        if known is not None:
+            return known
+        name, count = wanted, 1
+        while name in self.taken:
+            count += 1
+            name = f"{wanted}-{count}"
+        self.taken.add(name)
+        self.by_source[source] = name
+        return name
+
+
 class _Loader:
     """Walks the document and builds the chart, collecting every problem before refusing it."""
 
-    def __init__(self, source: str, base: Folder, loading: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, source: str, base: Folder, loading: tuple[str, ...] = (), names: _Names | None = None
+    ) -> None:
         self.source = source
         self.base = base
         self.loading = (*loading, canonical(source))
+        self.names = _Names() if names is None else names
         self.chart_name = "scxml"
+        self.document_name: str | None = None
         self.companions: list[Chart[Any]] = []
         self.by_path: dict[str, Chart[Any]] = {}
         self.problems: list[str] = []
@@ -435,7 +466,7 @@ class _Loader:
         return f"{self.source}:{node.line} {label}"
 
     def code(self, node: Node, attribute: str, mode: str = "eval") -> Code:
-        return Code(node.attrs[attribute], self.where(node, attribute), mode)
+        return Code(node.attrs[attribute], self.where(node, attribute), mode, self.document_name)
 
     def fresh_id(self, tag: str) -> str:
         while True:
@@ -452,8 +483,10 @@ class _Loader:
 
     # ------------------------------------------------------------ document
 
-    def document(self, root: Node, name: str | None) -> Chart[Datamodel]:
+    def document(self, root: Node, name: str | None, document_name: str | None = None) -> Chart[Datamodel]:
+        """The chart of ``root``, named ``name``; its code reads ``document_name`` (or ``name``) as _name."""
         self.chart_name = name or root.attrs.get("name") or "scxml"
+        self.document_name = document_name or self.chart_name
         datamodel = root.attrs.get("datamodel", "python")
         if datamodel not in SUPPORTED_DATAMODELS:
             raise ScxmlError(
@@ -495,7 +528,7 @@ class _Loader:
                 *states,
                 context=Datamodel,
                 initial=initial.split() if initial else None,
-                context_from_input=from_input(list(self.data_ids)),
+                context_from_input=from_input(list(self.data_ids), self.document_name),
                 setup=self.setup,
                 companions=self.companions,
                 # SCXML allows states nothing enters (authors' scaffolding); the API's check is a lint
@@ -775,8 +808,9 @@ class _Loader:
             return None, [problem or f"cannot read {path}"]
         try:
             root = parse(text, path)
-            name = root.attrs.get("name") or _stable(stem_of(path))
-            chart = _Loader(path, folder_of(path), self.loading).document(root, name)
+            name = self.names.claim(path, _stable(stem_of(path)))
+            loader = _Loader(path, folder_of(path), self.loading, self.names)
+            chart = loader.document(root, name, root.attrs.get("name"))
         except ScxmlError as error:
             return None, list(error.problems)
         self.companions.append(chart)
@@ -784,9 +818,11 @@ class _Loader:
         return chart, []
 
     def inline_document(self, root: Node, name: str) -> Chart[Any] | None:
+        """An inline ``<content><scxml>``: its chart is named by its place (``name``), not by its ``name``."""
         try:
-            chart = _Loader(self.source, self.base, self.loading).document(
-                root, root.attrs.get("name") or name
+            where = f"{self.source}#{name}"  # the invoking chart and site: one inline document
+            chart = _Loader(self.source, self.base, self.loading, self.names).document(
+                root, self.names.claim(where, name), root.attrs.get("name")
             )
         except ScxmlError as error:
             self.problems.extend(error.problems)
@@ -856,7 +892,7 @@ class _Loader:
                 return None
         else:
             text = node.text
-        return Assign(Script(Code(text, self.where(node), "exec")), "script")
+        return Assign(Script(Code(text, self.where(node), "exec", self.document_name)), "script")
 
     def assign(self, node: Node) -> Action | None:
         location = node.attrs.get("location")
@@ -959,7 +995,7 @@ class _Loader:
                 self.problem(param, "takes exactly one of expr= and location=")
                 continue
             source = param.attrs.get("expr") or param.attrs["location"]
-            code = Code(source, self.where(param, name), "eval")
+            code = Code(source, self.where(param, name), "eval", self.document_name)
             params.append((name, Value(code, "expr" if "expr" in param.attrs else "location")))
         contents = node.elements("content") if allow_content else []
         content: Callable[[Datamodel, Event], Any] | None = None
@@ -1018,7 +1054,10 @@ def load(source: Source, *, name: str | None = None, base: Source | None = None)
         raise ScxmlError(document.label, [document.error or "cannot read the document"])
     root = parse(document.text, document.label)
     fallback = root.attrs.get("name") or (_stable(document.stem) if document.stem else "scxml")
-    return _Loader(document.label, document.folder).document(root, name or fallback)
+    loader = _Loader(document.label, document.folder)
+    chart_name = name or fallback
+    loader.names.claim(canonical(document.label), chart_name)
+    return loader.document(root, chart_name)
 
 
 def generated_invoke_id(state_id: str, position: int) -> str:

@@ -656,9 +656,9 @@ def test_an_inline_child_document_is_written_nested_in_its_invoke() -> None:
         "    </invoke>\n"
     ) in text
     again = load(text)
-    assert [companion.name for companion in again.companions] == ["child"]
+    assert [companion.name for companion in again.companions] == ["t.kid"], "named by its place"
     assert behaviour(again.companions[0], ["stop"]) == behaviour(chart.companions[0], ["stop"])
-    assert child_effects(again, ["leave"]) == [("birth", "kid", "child", None)]
+    assert child_effects(again, ["leave"]) == [("birth", "kid", "t.kid", None)]
 
 
 def test_generated_invoke_ids_and_child_names_are_written_explicitly() -> None:
@@ -686,7 +686,7 @@ def test_namelist_and_params_are_the_childs_input() -> None:
     text = round_trip(chart, ["leave"])
     assert '<invoke id="kid" namelist="n"><param name="double" expr="n * 2"/>' in flat(text)
     assert '<param name="same" location="n"/>' in text
-    assert child_effects(load(text), []) == [("birth", "kid", "child", {"n": 5, "double": 10, "same": 5})]
+    assert child_effects(load(text), []) == [("birth", "kid", "t.kid", {"n": 5, "double": 10, "same": 5})]
 
 
 def test_typeexpr_is_checked_when_the_invoke_runs() -> None:
@@ -701,7 +701,7 @@ def test_typeexpr_is_checked_when_the_invoke_runs() -> None:
     )
     text = round_trip(chart, ["away"])
     assert '<invoke id="bad" typeexpr="\'http\'">' in text
-    assert child_effects(load(text), ["away"]) == [("birth", "kid", "child", None)]
+    assert child_effects(load(text), ["away"]) == [("birth", "kid", "t.kid", None)]
     failure = ("ActionFailed", "far", "input of site bad", "ValueError", None)
     assert failure in behaviour(load(text), ["away"])[1].effects
 
@@ -731,7 +731,7 @@ def test_autoforward_sends_external_events_to_the_child() -> None:
     text = round_trip(chart, script)
     assert '<invoke id="kid" autoforward="true">' in text
     assert child_effects(load(text), script) == [
-        ("birth", "kid", "child", None),
+        ("birth", "kid", "t.kid", None),
         ("send", "kid", "hello", None),
         ("send", "kid", "leave", None),
     ]
@@ -778,9 +778,9 @@ def test_a_child_that_invokes_a_grandchild_is_written_with_its_own_children() ->
         'name="grandchild">\n'
     ) in text
     (kid,) = load(text).companions
-    assert [companion.name for companion in kid.companions] == ["grandchild"]
+    assert [companion.name for companion in kid.companions] == ["t.kid.grand"]
     assert behaviour(kid, []) == behaviour(chart.companions[0], [])
-    assert child_effects(kid, []) == [("birth", "grand", "grandchild", {"m": 7})]
+    assert child_effects(kid, []) == [("birth", "grand", "t.kid.grand", {"m": 7})]
 
 
 def test_srcexpr_is_written_and_picks_among_the_same_sibling_documents(tmp_path: Path) -> None:
@@ -804,13 +804,14 @@ def test_srcexpr_is_written_and_picks_among_the_same_sibling_documents(tmp_path:
 
 def test_an_authored_site_running_a_companion_chart_dumps() -> None:
     """An ``invoke(chart=…)`` site whose chart is a companion is an ``<invoke>`` with the chart inline,
-    its finalize content and autoforward (SCXML 6.4, 6.5)."""
-    child = Chart("c", state("c", on=[transition("stop", "f")]), final("f"))
+    its finalize content and autoforward (SCXML 6.4, 6.5); the loader names an inline child by its
+    chart and site, so a companion named so loads back as the same chart."""
+    child = Chart("t.kid", state("c", on=[transition("stop", "f")]), final("f"))
     chart = Chart(
         "t",
         state(
             "a",
-            invoke=[invoke("kid", chart="c", finalize=[log("from kid")], autoforward=True)],
+            invoke=[invoke("kid", chart="t.kid", finalize=[log("from kid")], autoforward=True)],
             on=[transition("leave", "b")],
         ),
         state("b"),
@@ -821,7 +822,7 @@ def test_an_authored_site_running_a_companion_chart_dumps() -> None:
     assert '<invoke id="kid" autoforward="true">' in text
     assert '<finalize><log label="from kid"/></finalize>' in flat(text)
     assert child_effects(load(text), script)[:2] == [
-        ("birth", "kid", "c", None),
+        ("birth", "kid", "t.kid", None),
         ("send", "kid", "hello", None),
     ]
 

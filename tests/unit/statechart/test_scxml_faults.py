@@ -5,11 +5,12 @@ Each test names the W3C test and the section of SCXML 1.0 it follows.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from statechart import Chart, Event, start, step
-from statechart.effects import Effect
-from statechart.scxml import Datamodel, load
+from statechart import Chart, Event, Registry, start, step
+from statechart.effects import BirthChild, Effect, Logged, SendToParent
+from statechart.scxml import Datamodel, dump, load
 from statechart.snapshot import Snapshot
 
 SESSION = "s-1"
@@ -81,3 +82,79 @@ def test_an_error_from_a_failed_send_carries_the_authors_send_id() -> None:
     """A send with id= that fails raises error.execution whose sendid is that id (5.10.1)."""
     _, snapshot, _ = begin(doc(FAILED_SEND.format(send='<send id="mine" event="x" typeexpr="\'other\'"/>')))
     assert snapshot.context["seen"] == ["error.execution", "mine"]
+
+
+# ------------------------------------ 216, 422: companions keyed by their source
+
+
+def shared_name_children() -> str:
+    """Two inline children that an editor gave the same name; each tells its parent who it is."""
+    child = (
+        '<content><scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="python" name="ScxmlShape1" '
+        'initial="c"><state id="c"><onentry><send target="#_parent" event="{said}"/>'
+        '<log label="name" expr="_name"/></onentry></state></scxml></content>'
+    )
+    return doc(
+        '<datamodel><data id="heard" expr="[]"/></datamodel>'
+        '<parallel id="p">'
+        f'<state id="a"><invoke id="first">{child.format(said="one")}</invoke></state>'
+        f'<state id="b"><invoke id="second">{child.format(said="two")}</invoke></state>'
+        "</parallel>"
+    )
+
+
+def births(chart: Chart[Datamodel]) -> dict[str, str]:
+    """Which chart each site births when the chart starts."""
+    _, effects = start(chart, session=SESSION)
+    return {e.invoke_id.site: str(e.chart) for e in effects if isinstance(e, BirthChild)}
+
+
+def said(chart: Chart[Datamodel], name: str) -> list[object]:
+    """What the companion chart called ``name`` sends its parent, and its ``_name``, when it starts."""
+    (child,) = [c for c in chart.companions if c.name == name]
+    _, effects = start(child, session="child")
+    return [e.event.name for e in effects if isinstance(e, SendToParent)] + [
+        e.data for e in effects if isinstance(e, Logged)
+    ]
+
+
+def test_inline_children_sharing_a_name_are_distinct_charts() -> None:
+    """W3C 216/422: inline children are keyed by where they stand, not by a name two may share (6.4)."""
+    chart = load(shared_name_children())
+    sites = births(chart)
+    assert len(set(sites.values())) == 2, sites
+    assert said(chart, sites["first"]) == ["one", "ScxmlShape1"], "_name is still the document's name"
+    assert said(chart, sites["second"]) == ["two", "ScxmlShape1"]
+    registry = Registry([chart])
+    assert set(sites.values()) <= set(registry.names), "a registry accepts both children"
+
+
+def test_dump_writes_each_inline_child_and_load_gives_the_same_children() -> None:
+    """load(dump(x)) runs the same children as load(x), each site its own (6.4)."""
+    chart = load(shared_name_children())
+    again = load(dump(chart))
+    sites, again_sites = births(chart), births(again)
+    assert sites.keys() == again_sites.keys()
+    for site in sites:
+        assert said(again, again_sites[site]) == said(chart, sites[site])
+
+
+def test_sibling_documents_sharing_a_name_are_distinct_charts(tmp_path: Path) -> None:
+    """srcexpr siblings whose <scxml name> is the same are still distinct charts, keyed by file (6.4)."""
+    for said_name in ("one", "two"):
+        (tmp_path / f"{said_name}.scxml").write_text(
+            '<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="python" name="Same">'
+            f'<state id="c"><onentry><send target="#_parent" event="{said_name}"/></onentry></state></scxml>'
+        )
+    (tmp_path / "parent.scxml").write_text(
+        doc(
+            '<datamodel><data id="which" expr="\'two.scxml\'"/></datamodel>'
+            '<state id="s"><invoke id="kid" srcexpr="which"/></state>'
+        )
+    )
+    chart = load(tmp_path / "parent.scxml")
+    names = sorted(c.name for c in chart.companions)
+    assert len(names) == 2, names
+    (birth,) = [e for e in start(chart, session=SESSION)[1] if isinstance(e, BirthChild)]
+    assert said(chart, str(birth.chart))[0] == "two"
+    Registry([chart])

@@ -608,9 +608,9 @@ def test_srcexpr_naming_no_loadable_document_raises_error_execution(tmp_path: Pa
 def test_inline_content_documents_are_invoked_as_companion_charts() -> None:
     """<invoke> with an inline <content><scxml> document invokes it (6.4)."""
     chart = load(doc(f'<state id="s"><invoke id="kid"><content>{CHILD}</content></invoke></state>'))
-    assert [c.name for c in chart.companions] == ["child"]
+    assert [c.name for c in chart.companions] == ["t.kid"], "named by its chart and site, not its name"
     _, effects = start(chart, session=SESSION)
-    assert [e.chart for e in effects if isinstance(e, BirthChild)] == ["child"]
+    assert [e.chart for e in effects if isinstance(e, BirthChild)] == ["t.kid"]
 
 
 # ------------------------------------------------------------- refusals
