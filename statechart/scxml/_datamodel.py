@@ -106,6 +106,10 @@ class Code:
         self._error: SyntaxError | None = None
         # an expression may span lines: parenthesised, its newlines are only whitespace
         text = _dedent(source) if mode == "exec" else f"({source.strip()}\n)"
+        if mode == "eval" and not source.strip():
+            # "()" would compile to an empty tuple: an empty expression is an illegal one (5.9)
+            self._error = SyntaxError("an empty expression has no value; write a Python expression")
+            return
         try:
             self._code = compile(text, where, mode)
         except SyntaxError as error:

@@ -994,7 +994,7 @@ class _Loader:
             if ("expr" in param.attrs) == ("location" in param.attrs):
                 self.problem(param, "takes exactly one of expr= and location=")
                 continue
-            source = param.attrs.get("expr") or param.attrs["location"]
+            source = param.attrs["expr"] if "expr" in param.attrs else param.attrs["location"]
             code = Code(source, self.where(param, name), "eval", self.document_name)
             params.append((name, Value(code, "expr" if "expr" in param.attrs else "location")))
         contents = node.elements("content") if allow_content else []

@@ -158,3 +158,37 @@ def test_sibling_documents_sharing_a_name_are_distinct_charts(tmp_path: Path) ->
     (birth,) = [e for e in start(chart, session=SESSION)[1] if isinstance(e, BirthChild)]
     assert said(chart, str(birth.chart))[0] == "two"
     Registry([chart])
+
+
+# ---------------------------------------------------- empty expressions (5.9)
+
+
+def test_an_empty_condition_is_an_illegal_expression() -> None:
+    """cond="" is no condition at all: false, with error.execution, not silently false (5.9)."""
+    _, snapshot, _ = begin(
+        doc(
+            '<datamodel><data id="seen" expr="[]"/></datamodel>'
+            '<state id="s"><transition cond="" target="wrong"/>'
+            '<transition event="error.execution" target="right">'
+            '<assign location="seen" expr="_event.data[\'message\']"/></transition></state>'
+            '<state id="wrong"/><state id="right"/>'
+        )
+    )
+    assert snapshot.configuration == ("right",)
+    assert "empty" in snapshot.context["seen"]
+
+
+def test_an_empty_value_expression_raises_error_execution() -> None:
+    """expr="" on <assign>, <param> and <data> is an illegal expression: error.execution (5.9, 5.4)."""
+    _, snapshot, _ = begin(
+        doc(
+            '<datamodel><data id="d" expr=""/><data id="x" expr="1"/><data id="errors" expr="0"/></datamodel>'
+            '<state id="s"><onentry><assign location="x" expr=""/></onentry>'
+            '<onentry><send event="e"><param name="p" expr=""/></send></onentry>'
+            '<transition event="error.execution"><assign location="errors" expr="errors + 1"/></transition>'
+            "</state>"
+        )
+    )
+    assert snapshot.context["x"] == 1, "the failing assign changed nothing"
+    assert snapshot.context["d"] is None
+    assert snapshot.context["errors"] == 3
