@@ -475,6 +475,26 @@ class _Loader:
             if candidate not in self.ids:
                 return candidate
 
+    def markup(self, node: Node) -> bool:
+        """Whether ``node`` holds XML elements as its value, which is refused (a problem is recorded).
+
+        The Python datamodel holds JSON values and has no DOM (SCXML B.2
+        leaves the data model to say what a legal value is; 5.3 allows
+        refusing the document): markup would have no value to store, so it
+        is refused when the document loads instead of becoming ``None`` or
+        ``''`` when it runs.
+        """
+        if not node.children:
+            return False
+        first = node.children[0]
+        self.problem(
+            node,
+            f"holds XML markup (<{first.tag}> at line {first.line}), which has no value in the Python "
+            "datamodel (its values are JSON): write the value as JSON text, or as an expr= (a string "
+            "holding the markup, if the markup itself is the value)",
+        )
+        return True
+
     def read(self, node: Node, src: str) -> str | None:
         text, problem = read_relative(self.base, src)
         if problem is not None:
@@ -573,6 +593,8 @@ class _Loader:
             return None
         if not data_id.isidentifier() or data_id in SYSTEM_VARIABLES or data_id == "In":
             self.problem(node, f"id={data_id!r} must be a Python identifier that is not a system variable")
+            return None
+        if self.markup(node):
             return None
         sources = [key for key in ("expr", "src") if key in node.attrs] + (
             ["content"] if node.text.strip() else []
@@ -902,6 +924,8 @@ class _Loader:
         if "expr" in node.attrs and node.text.strip():
             self.problem(node, "takes expr= or content, not both")
             return None
+        if self.markup(node):
+            return None
         value: Callable[[Datamodel, Event], Any]
         if "expr" in node.attrs:
             value = Value(self.code(node, "expr"), "expr")
@@ -1011,7 +1035,7 @@ class _Loader:
                 if element.text.strip():
                     self.problem(element, "takes expr= or inline content, not both")
                 content = Value(self.code(element, "expr"), "expr")
-            else:
+            elif not self.markup(element):
                 content = _content(element.text)
         for child in node.elements():
             if child.tag not in ("param", "content", "finalize"):

@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from statechart import Chart, Event, Registry, start, step
 from statechart.effects import BirthChild, Effect, Logged, SendToParent
-from statechart.scxml import Datamodel, dump, load
+from statechart.scxml import Datamodel, ScxmlError, dump, load
 from statechart.snapshot import Snapshot
 
 SESSION = "s-1"
@@ -192,3 +194,25 @@ def test_an_empty_value_expression_raises_error_execution() -> None:
     assert snapshot.context["x"] == 1, "the failing assign changed nothing"
     assert snapshot.context["d"] is None
     assert snapshot.context["errors"] == 3
+
+
+# ------------------------------------------------- inline XML values (5.3, 5.6)
+
+
+@pytest.mark.parametrize(
+    ("body", "element"),
+    [
+        ('<datamodel><data id="d"><books><book/></books></data></datamodel><state id="s"/>', "data"),
+        ('<state id="q"><onexit><send event="x"><content><b/></content></send></onexit></state>', "content"),
+        (
+            '<datamodel><data id="d"/></datamodel>'
+            '<state id="s"><onentry><assign location="d"><book/></assign></onentry></state>',
+            "assign",
+        ),
+    ],
+)
+def test_inline_xml_is_refused_when_the_document_loads(body: str, element: str) -> None:
+    """Inline XML has no JSON value: refused at load time, naming the element, line and fix (5.3, B.2)."""
+    expected = rf"line 1: <{element}>: holds XML markup .* write the value as JSON"
+    with pytest.raises(ScxmlError, match=expected):
+        load(doc(body))
