@@ -52,12 +52,14 @@ from statechart.scxml._load import (
     Bound,
     Cond,
     Constant,
+    ContentChoice,
     DataInit,
     Delay,
     IdLocation,
     InvokeInput,
     Items,
     LogValue,
+    Markup,
     Payload,
     Script,
     SrcChoice,
@@ -109,6 +111,19 @@ class _Element:
             lines.append(f"{pad}</{self.tag}>")
         else:
             lines.append(f"{pad}<{self.tag}{written}/>")
+
+
+class _Markup(_Element):
+    """An element whose content is inline XML markup, written as it is (the loader's :class:`Markup`)."""
+
+    __slots__ = ()
+
+    def render(self, depth: int, lines: list[str]) -> None:
+        pad = "  " * depth
+        written = "".join(
+            f' {name}="{escape(value, _ATTRIBUTE_ESCAPES)}"' for name, value in self.attributes.items()
+        )
+        lines.append(f"{pad}<{self.tag}{written}>{self.text}</{self.tag}>")
 
 
 def _seconds(delay: float) -> str:
@@ -324,6 +339,8 @@ class _Dumper:
             return _Element("data", id=init.id)
         if type(value) is Constant:
             return _Element("data", self.json_text(where, what, value.value), id=init.id)
+        if type(value) is Markup:
+            return _Markup("data", value.value, id=init.id)
         advice = f"give {what} an SCXML expression (Value) or constant content, {_FROM_SCXML}"
         return _Element("data", id=init.id, expr=self.expression(where, what, value, Value, advice))
 
@@ -370,7 +387,13 @@ class _Dumper:
         """``<invoke>`` (6.4): the child chart inline or ``srcexpr``, its input, ``<finalize>`` (6.5)."""
         what = f"site {site.id!r} (<invoke>)"
         self.site_problems(where, what, site)
-        srcexpr = None if site.choose is None else self.src_choice(where, what, site.choose)
+        content_expr = None
+        if type(site.choose) is ContentChoice:
+            srcexpr = None
+            if self.scripted(where, f"content expr of {what}"):
+                content_expr = site.choose.code.source
+        else:
+            srcexpr = None if site.choose is None else self.src_choice(where, what, site.choose)
         kind, payload = self.invoke_input(where, what, site.input)
         if id_location is not None:
             self.scripted(where, f"idlocation of {what}")
@@ -384,6 +407,8 @@ class _Dumper:
         )
         if payload is not None:
             self.payload(f"input of {what} in {where}", payload, element)
+        if content_expr is not None:
+            element.add(_Element("content", expr=content_expr))
         if site.chart is not None:
             child = next((chart for chart in self.chart.companions if chart.name == site.chart), None)
             if child is None:
@@ -680,6 +705,9 @@ class _Dumper:
         if type(value) is Constant:
             element.add(_Element("content", self.json_text(where, "content", value.value)))
             return
+        if type(value) is Markup:
+            element.add(_Markup("content", value.value))
+            return
         advice = f"give the data as an SCXML expression (Value) or a constant, {_FROM_SCXML}"
         element.add(_Element("content", expr=self.expression(where, "data", value, Value, advice)))
 
@@ -733,6 +761,8 @@ class _Dumper:
             value = fn.value.value
             text = None if value is None else self.json_text(where, what, value)
             return _Element("assign", text, location=fn.location)
+        if type(fn.value) is Markup:
+            return _Markup("assign", fn.value.value, location=fn.location)
         advice = f"assign an SCXML expression (Value) or constant content, {_FROM_SCXML}"
         return _Element(
             "assign", location=fn.location, expr=self.expression(where, what, fn.value, Value, advice)

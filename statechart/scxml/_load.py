@@ -13,6 +13,7 @@ import re
 import xml.parsers.expat
 from collections.abc import Callable
 from typing import Any
+from xml.sax.saxutils import escape
 
 import attrs
 from attrs import Factory
@@ -88,6 +89,9 @@ class Node:
     children: list[Node] = Factory(list)
     text: str = ""
     foreign: bool = False
+    uri: str = ""
+    mixed: list[str | Node] = Factory(list)
+    """The character data and the child elements in document order (what inline XML markup is)."""
 
     def elements(self, *tags: str) -> list[Node]:
         """The SCXML children with one of ``tags`` (all SCXML children when none is given)."""
@@ -111,9 +115,10 @@ def parse(text: str | bytes, source: str) -> Node:
     def start(name: str, attributes: dict[str, str]) -> None:
         uri, _, local = name.rpartition(" ")
         plain = {key.rpartition(" ")[2]: value for key, value in attributes.items() if " " not in key}
-        node = Node(local, plain, parser.CurrentLineNumber, foreign=uri not in ("", SCXML_NS))
+        node = Node(local, plain, parser.CurrentLineNumber, foreign=uri not in ("", SCXML_NS), uri=uri)
         if stack:
             stack[-1].children.append(node)
+            stack[-1].mixed.append(node)
         else:
             root.append(node)
         stack.append(node)
@@ -125,6 +130,7 @@ def parse(text: str | bytes, source: str) -> Node:
     def data(chars: str) -> None:
         if pieces:
             pieces[-1].append(chars)
+            stack[-1].mixed.append(chars)
 
     def doctype(name: str, system_id: str | None, public_id: str | None, internal_subset: bool) -> None:
         found = f"<!DOCTYPE {name}"
@@ -153,6 +159,44 @@ def parse(text: str | bytes, source: str) -> Node:
         found = root[0].tag if root else "nothing"
         raise ScxmlError(source, [f"line 1: the root element must be <scxml> in {SCXML_NS}, found <{found}>"])
     return root[0]
+
+
+# ---------------------------------------------------------------- markup
+
+
+def markup(node: Node) -> str:
+    """The XML text of ``node``'s content (its text and elements), the value of inline XML (SCXML B.2).
+
+    The one text of the markup, whatever its layout in the document:
+    attributes in document order, ``xmlns`` written where an element's
+    namespace differs from its parent's, prefixes dropped, empty elements
+    self-closed, and the outer whitespace stripped.
+    """
+    return "".join(_markup(piece, node.uri) for piece in node.mixed).strip()
+
+
+def element_markup(node: Node) -> str:
+    """The XML text of one element (a document given as text), as :func:`markup` writes it."""
+    return _markup(node, node.uri)
+
+
+def _markup(piece: str | Node, parent_uri: str) -> str:
+    if isinstance(piece, str):
+        return escape(piece)
+    attributes = "".join(f' {k}="{escape(v, {chr(34): "&quot;"})}"' for k, v in piece.attrs.items())
+    if piece.uri != parent_uri:
+        attributes = f' xmlns="{escape(piece.uri, {chr(34): "&quot;"})}"' + attributes
+    inner = "".join(_markup(child, piece.uri) for child in piece.mixed)
+    return f"<{piece.tag}{attributes}>{inner}</{piece.tag}>" if inner else f"<{piece.tag}{attributes}/>"
+
+
+def only_document(node: Node) -> Node | None:
+    """The ``<scxml>`` element that is all of ``node``'s content (whitespace aside), if it is one."""
+    elements = [piece for piece in node.mixed if isinstance(piece, Node)]
+    texts = "".join(piece for piece in node.mixed if isinstance(piece, str))
+    if len(elements) == 1 and not texts.strip() and elements[0].tag == "scxml" and not elements[0].foreign:
+        return elements[0]
+    return None
 
 
 # ---------------------------------------------------------------- delays
@@ -400,6 +444,49 @@ class Constant:
         return self.value
 
 
+@attrs.frozen
+class Markup:
+    """Inline XML markup: its XML text (:func:`markup`) as a string, the JSON form of XML (SCXML B.2)."""
+
+    value: str
+
+    def __call__(self, model: Datamodel, event: Event) -> JsonValue:
+        return self.value
+
+
+@attrs.frozen
+class ContentChoice:
+    """``<invoke><content expr>``: the chart of the document the expression gives (6.4, W3C 530).
+
+    The engine records which chart a child runs before the child is born,
+    so the documents an expression may give are those written as XML in
+    the invoking document (in a ``<data>`` or an ``<assign>``), each loaded
+    with it as a companion chart; the expression's value, an SCXML
+    document's text, is matched by its markup (:func:`element_markup`).
+    """
+
+    code: Code
+    documents: dict[str, str]
+    """The markup of each document written in the invoking one -> its chart's name."""
+
+    def __call__(self, model: Datamodel) -> str:
+        value = evaluate(self.code, model, None)
+        if not isinstance(value, str):
+            raise TypeError(
+                f"{self.code.where}: content expr must give an SCXML document's text, got {value!r}"
+            )
+        try:
+            key = element_markup(parse(value, self.code.where))
+        except ScxmlError as error:
+            raise ValueError(f"{self.code.where}: content expr gave no SCXML document: {error}") from error
+        if key not in self.documents:
+            raise ValueError(
+                f"{self.code.where}: content expr gave a document that is not written in the invoking "
+                "one; write each document it may give as XML in a <data> or <assign> of this document"
+            )
+        return self.documents[key]
+
+
 def _bind(model: Datamodel, name: str, value: JsonValue) -> Datamodel:
     """``<foreach item=… index=…>``: declare (if needed) and set the variable (4.6)."""
     if not name.isidentifier() or name in SYSTEM_VARIABLES:
@@ -449,6 +536,7 @@ class _Loader:
         self.names = _Names() if names is None else names
         self.chart_name = "scxml"
         self.document_name: str | None = None
+        self.documents: dict[str, str] = {}
         self.companions: list[Chart[Any]] = []
         self.by_path: dict[str, Chart[Any]] = {}
         self.problems: list[str] = []
@@ -474,26 +562,6 @@ class _Loader:
             candidate = f"_{tag}{self.generated}"
             if candidate not in self.ids:
                 return candidate
-
-    def markup(self, node: Node) -> bool:
-        """Whether ``node`` holds XML elements as its value, which is refused (a problem is recorded).
-
-        The Python datamodel holds JSON values and has no DOM (SCXML B.2
-        leaves the data model to say what a legal value is; 5.3 allows
-        refusing the document): markup would have no value to store, so it
-        is refused when the document loads instead of becoming ``None`` or
-        ``''`` when it runs.
-        """
-        if not node.children:
-            return False
-        first = node.children[0]
-        self.problem(
-            node,
-            f"holds XML markup (<{first.tag}> at line {first.line}), which has no value in the Python "
-            "datamodel (its values are JSON): write the value as JSON text, or as an expr= (a string "
-            "holding the markup, if the markup itself is the value)",
-        )
-        return True
 
     def read(self, node: Node, src: str) -> str | None:
         text, problem = read_relative(self.base, src)
@@ -522,6 +590,7 @@ class _Loader:
             self.problem(root, f"binding={binding!r} must be 'early' or 'late'")
         self.late = binding == "late"
         self.collect_ids(root)
+        self.collect_documents(root)
         for child in root.elements("datamodel"):
             self.setup.extend(self.datamodel(child))
         if not self.late:
@@ -559,12 +628,37 @@ class _Loader:
             raise ScxmlError(self.source, [str(p) for p in error.exceptions]) from error
 
     def walk(self, node: Node) -> list[Node]:
-        """The element and its descendants, leaving out inline documents (<content> is another chart)."""
+        """The element and its descendants, leaving out inline documents and markup (data, not states)."""
         found = [node]
         for child in node.elements():
-            if child.tag != "content":
+            if child.tag not in ("content", "data", "assign"):
                 found.extend(self.walk(child))
+            elif child.tag != "content":
+                found.append(child)
         return found
+
+    def collect_documents(self, root: Node) -> None:
+        """Load each SCXML document written as XML in a ``<data>`` or ``<assign>``: what a
+        ``<content expr>`` may invoke (W3C 530)."""
+        for node in self.walk(root):
+            if node.tag not in ("data", "assign"):
+                continue
+            document = only_document(node)
+            if document is None:
+                continue
+            key = element_markup(document)
+            if key in self.documents:
+                continue
+            wanted = f"{self.chart_name}.document{len(self.documents) + 1}"
+            name = self.names.claim(f"{self.source}#{wanted}", wanted)
+            try:
+                loader = _Loader(self.source, self.base, self.loading, self.names)
+                chart = loader.document(document, name, document.attrs.get("name"))
+            except ScxmlError as error:
+                self.problems.extend(f"in the document at line {node.line}: {p}" for p in error.problems)
+                continue
+            self.companions.append(chart)
+            self.documents[key] = chart.name
 
     def collect_ids(self, root: Node) -> None:
         for node in self.walk(root):
@@ -594,10 +688,8 @@ class _Loader:
         if not data_id.isidentifier() or data_id in SYSTEM_VARIABLES or data_id == "In":
             self.problem(node, f"id={data_id!r} must be a Python identifier that is not a system variable")
             return None
-        if self.markup(node):
-            return None
         sources = [key for key in ("expr", "src") if key in node.attrs] + (
-            ["content"] if node.text.strip() else []
+            ["content"] if node.text.strip() or node.children else []
         )
         if len(sources) > 1:
             self.problem(node, f"give at most one of expr, src and content, not {' and '.join(sources)}")
@@ -608,6 +700,8 @@ class _Loader:
         elif "src" in node.attrs:
             text = self.read(node, node.attrs["src"])
             value = None if text is None else _content(text)
+        elif node.children:
+            value = Markup(markup(node))
         elif node.text.strip():
             value = _content(node.text)
         return DataInit(data_id, value, self.where(node, data_id))
@@ -718,17 +812,27 @@ class _Loader:
         site_id = a.get("id") or generated_invoke_id(state_id, position)
         contents = node.elements("content")
         child: Chart[Any] | None = None
-        choice: SrcChoice | None = None
+        choice: SrcChoice | ContentChoice | None = None
         if "src" in a:
             if contents:
                 self.problem(node, "takes src= or <content>, not both (SCXML 6.4)")
             child = self.child_document(node, a["src"])
         elif contents:
             inline = contents[0].elements("scxml")
-            if "expr" in contents[0].attrs or len(inline) != 1:
-                self.problem(
-                    contents[0], "must hold one inline <scxml> document (content expr= is not supported)"
-                )
+            if "expr" in contents[0].attrs:
+                if inline or contents[0].text.strip():
+                    self.problem(contents[0], "takes expr= or an inline <scxml> document, not both")
+                elif not self.documents:
+                    self.problem(
+                        contents[0],
+                        "content expr= may only give a document written as XML in a <data> or <assign> "
+                        "of this document (the engine registers every chart a child may run before it "
+                        "starts); write the document there, or inline in this <content>",
+                    )
+                else:
+                    choice = ContentChoice(self.code(contents[0], "expr"), self.documents)
+            elif len(inline) != 1:
+                self.problem(contents[0], "must hold one inline <scxml> document, or take expr=")
             else:
                 child = self.inline_document(inline[0], f"{self.chart_name}.{site_id}")
         elif "srcexpr" in a:
@@ -755,6 +859,7 @@ class _Loader:
         payload = self.payload(node, allow_content=False)
         kind = Text(self.code(node, "typeexpr"), "typeexpr") if "typeexpr" in a else None
         if choice is not None:
+            choices = choice.charts if isinstance(choice, SrcChoice) else choice.documents
             site: Site[Datamodel] = Site(
                 site_id,
                 None,
@@ -763,7 +868,7 @@ class _Loader:
                 finalize=finalize,
                 autoforward=autoforward == "true",
                 choose=choice,
-                charts=tuple(sorted(set(choice.charts.values()))),
+                charts=tuple(sorted(set(choices.values()))),
             )
             return site, id_location
         if child is None:
@@ -921,14 +1026,14 @@ class _Loader:
         if not location:
             self.problem(node, "needs location=")
             return None
-        if "expr" in node.attrs and node.text.strip():
+        if "expr" in node.attrs and (node.text.strip() or node.children):
             self.problem(node, "takes expr= or content, not both")
-            return None
-        if self.markup(node):
             return None
         value: Callable[[Datamodel, Event], Any]
         if "expr" in node.attrs:
             value = Value(self.code(node, "expr"), "expr")
+        elif node.children:
+            value = Markup(markup(node))
         elif node.text.strip():
             value = _content(node.text)
         else:
@@ -1035,7 +1140,9 @@ class _Loader:
                 if element.text.strip():
                     self.problem(element, "takes expr= or inline content, not both")
                 content = Value(self.code(element, "expr"), "expr")
-            elif not self.markup(element):
+            elif element.children:
+                content = Markup(markup(element))
+            else:
                 content = _content(element.text)
         for child in node.elements():
             if child.tag not in ("param", "content", "finalize"):
