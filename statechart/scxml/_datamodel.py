@@ -56,9 +56,14 @@ class Datamodel:
         return self.vars.get(name, default)
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class EventView:
-    """``_event`` as an expression sees it (SCXML 5.10.1)."""
+    """``_event`` as an expression sees it (SCXML 5.10.1).
+
+    Stored in a variable (``<assign expr="_event">``, a script's
+    ``x = _event``) it becomes its JSON object (:meth:`as_json`), which it
+    equals, so that the datamodel stays JSON (W3C 329).
+    """
 
     name: str
     type: str
@@ -67,6 +72,27 @@ class EventView:
     origintype: str | None
     invokeid: str | None
     data: Any
+
+    def as_json(self) -> dict[str, JsonValue]:
+        """The event as a JSON object: its fields by name."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "sendid": self.sendid,
+            "origin": self.origin,
+            "origintype": self.origintype,
+            "invokeid": self.invokeid,
+            "data": copy_json(self.data),
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, EventView):
+            return self.as_json() == other.as_json()
+        if isinstance(other, dict):
+            return self.as_json() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
     @classmethod
     def of(cls, event: Event | None) -> EventView | None:
@@ -181,7 +207,7 @@ def _kept(values: Mapping[str, Any]) -> dict[str, JsonValue]:
             continue
         if isinstance(value, ModuleType) or callable(value):
             continue
-        kept[name] = check_json(value, name)
+        kept[name] = check_json(_stored(value), name)
     return kept
 
 
@@ -201,8 +227,14 @@ def run_script(code: Code, model: Datamodel, event: Event | None) -> Datamodel:
         ) from error
 
 
+def _stored(value: Any) -> Any:
+    """What the datamodel stores for ``value``: ``_event`` as its JSON object, else the value."""
+    return value.as_json() if isinstance(value, EventView) else value
+
+
 def assign(model: Datamodel, location: str, value: Any, where: str) -> Datamodel:
     """``<assign location=… expr=…>`` (SCXML 5.4): set a declared variable or a part of one."""
+    value = _stored(value)
     try:
         check_json(value, location)
     except TypeError as error:

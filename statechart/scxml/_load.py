@@ -386,6 +386,8 @@ class Payload:
 
 def _json(value: object, where: str) -> JsonValue:
     """``value`` if it is JSON data (event data is stored with the event), else error.execution."""
+    if isinstance(value, EventView):
+        value = value.as_json()  # _event as data: its JSON object (5.10.1)
     try:
         return check_json(value)
     except TypeError as error:

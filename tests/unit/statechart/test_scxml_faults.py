@@ -252,3 +252,35 @@ def test_invoke_content_expr_naming_no_known_document_raises_error_execution() -
     _, snapshot, effects = begin(text)
     assert snapshot.configuration == ("failed",)
     assert not [e for e in effects if isinstance(e, BirthChild)]
+
+
+# --------------------------------------------- 329: _event as a JSON object
+
+
+def test_event_can_be_stored_in_a_variable_and_still_not_assigned() -> None:
+    """W3C 329: _event is stored as a JSON object equal to it; assigning to _event raises error.execution
+    and leaves it as it was (5.10)."""
+    chart, snapshot, _ = begin(
+        doc(
+            '<datamodel><data id="kept"/><data id="same"/><data id="errors" expr="0"/></datamodel>'
+            '<state id="s"><transition event="go"><assign location="kept" expr="_event"/>'
+            "<script>copied = _event</script></transition>"
+            '<transition event="error.execution"><assign location="errors" expr="errors + 1"/></transition>'
+            '<transition event="check"><assign location="_event" expr="27"/></transition>'
+            '<transition event="check"/></state>'
+        )
+    )
+    snapshot, _ = send(chart, snapshot, "go", {"n": 1})
+    kept = snapshot.context["kept"]
+    assert kept == {
+        "name": "go",
+        "type": "external",
+        "sendid": None,
+        "origin": None,
+        "origintype": None,
+        "invokeid": None,
+        "data": {"n": 1},
+    }
+    assert snapshot.context["copied"] == kept
+    snapshot, _ = send(chart, snapshot, "check")
+    assert snapshot.context["errors"] == 1
