@@ -352,14 +352,15 @@ def send_to_children(run: SiteRun, site_id: str, key: str | None, event: Event) 
 def autoforward(run: SiteRun, event: Event) -> None:
     """SCXML 6.4: send a copy of an external event to the running children of autoforward sites.
 
-    The events a site's own children sent are not sent back to them.
+    Every external event is forwarded, those the site's own children sent
+    included (W3C 229): the child receives it as the parent did.
     """
     chart = run.chart
     for state in chart.autoforward_states:
         if state not in run.config:
             continue
         for site in chart.sites[state]:
-            if not site.autoforward or (event.invoke_id is not None and event.invoke_id.site == site.id):
+            if not site.autoforward:
                 continue
             for slot in list(run.slots.values()):
                 if slot.site == site.id and slot.status is SlotStatus.RUNNING:

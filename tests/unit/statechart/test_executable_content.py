@@ -541,4 +541,5 @@ def test_finalize_runs_on_every_child_event_and_autoforward_forwards_external_ev
     ]
     snapshot, effects = step(chart, snapshot, child_message_event(slot.invoke_id, "note"))
     assert snapshot.configuration == ("noted",)
-    assert not [e for e in effects if isinstance(e, SendToChild)], "not sent back to the child it came from"
+    forwarded = [(e.invoke_id.site, e.event.name) for e in effects if isinstance(e, SendToChild)]
+    assert forwarded == [("kid", "note")], "sent back to the child it came from too (6.4, W3C 229)"

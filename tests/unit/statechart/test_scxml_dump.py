@@ -725,7 +725,7 @@ def test_finalize_runs_on_each_event_from_the_child() -> None:
 
 
 def test_autoforward_sends_external_events_to_the_child() -> None:
-    """``autoforward="true"`` sends the child each external event but its own (SCXML 6.4)."""
+    """``autoforward="true"`` sends the child each external event, its own included (SCXML 6.4)."""
     chart = load(invoking(f'<invoke id="kid" autoforward="true"><content>{CHILD}</content></invoke>'))
     script: Script = ["hello", FromChild("kid", "back"), "leave"]
     text = round_trip(chart, script)
@@ -733,6 +733,7 @@ def test_autoforward_sends_external_events_to_the_child() -> None:
     assert child_effects(load(text), script) == [
         ("birth", "kid", "t.kid", None),
         ("send", "kid", "hello", None),
+        ("send", "kid", "back", None),
         ("send", "kid", "leave", None),
     ]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from statechart import Chart, Event, Registry, start, step
-from statechart.effects import BirthChild, Effect, Logged, SendToParent
+from statechart.effects import BirthChild, Effect, Logged, SendToChild, SendToParent
+from statechart.event import InvokeId, child_message_event
 from statechart.scxml import Datamodel, dump, load
 from statechart.snapshot import Snapshot
 
@@ -284,3 +285,28 @@ def test_event_can_be_stored_in_a_variable_and_still_not_assigned() -> None:
     assert snapshot.context["copied"] == kept
     snapshot, _ = send(chart, snapshot, "check")
     assert snapshot.context["errors"] == 1
+
+
+# ------------------------------------------- 229, 230: autoforward of own events
+
+
+def test_autoforward_sends_the_child_its_own_events_with_their_fields() -> None:
+    """W3C 229/230: an autoforwarding parent forwards every external event, the child's own included,
+    with the fields it was received with (6.4)."""
+    chart, snapshot, _ = begin(
+        doc(
+            '<state id="s"><invoke id="kid" autoforward="true"><content>'
+            '<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="python"><state id="c"/></scxml>'
+            "</content></invoke></state>"
+        )
+    )
+    invoke_id = InvokeId("kid", "", snapshot.children[0].generation)
+    message = child_message_event(invoke_id, "from-kid", {"n": 1})
+    _, effects = send(chart, snapshot, message)
+    (forwarded,) = [e for e in effects if isinstance(e, SendToChild)]
+    assert forwarded.invoke_id == invoke_id
+    assert (forwarded.event.name, forwarded.event.data, forwarded.event.invoke_id) == (
+        "from-kid",
+        {"n": 1},
+        message.invoke_id,
+    )

@@ -569,7 +569,8 @@ def test_autoforward_sends_external_events_to_the_child(tmp_path: Path) -> None:
     assert [(f.invoke_id.site, f.event.name, f.event.data) for f in forwarded] == [("kid", "hello", {"x": 1})]
     invoke_id = InvokeId("kid", "", snapshot.children[0].generation)
     _, effects = send(chart, snapshot, child_message_event(invoke_id, "from-kid"))
-    assert not [e for e in effects if isinstance(e, SendToChild)], "a child's own events are not echoed"
+    echoed = [(e.invoke_id.site, e.event.name) for e in effects if isinstance(e, SendToChild)]
+    assert echoed == [("kid", "from-kid")], "a child's own events are forwarded too (6.4, W3C 229)"
 
 
 def srcexpr_documents(tmp_path: Path) -> Chart[Datamodel]:
