@@ -47,6 +47,7 @@ from statechart._validate import _transition_label
 from statechart.errors import ScxmlError
 from statechart.scxml._datamodel import Datamodel, FromInput
 from statechart.scxml._load import (
+    CHART_NS,
     SCXML_NS,
     AssignExpr,
     Bound,
@@ -418,7 +419,12 @@ class _Dumper:
                     "dump the child chart separately, or load both from SCXML",
                 )
             else:
-                element.add(_Element("content").add(self.child(where, what, child)))
+                # The child's chart name, kept: loaded again from another file, or from a file
+                # of its own, its place would name it otherwise.
+                document = self.child(where, what, child)
+                document.attributes["xmlns:incarnate"] = CHART_NS
+                document.attributes["incarnate:chart"] = child.name
+                element.add(_Element("content").add(document))
         if site.finalize:
             finalize = _Element("finalize")
             self.content(f"finalize of {what} in {where}", site.finalize, finalize)

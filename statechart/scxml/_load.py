@@ -69,6 +69,13 @@ _NO_EVENT = Event("")
 """What an invoke's input sees as ``_event`` (``None``: it is not evaluated for an event)."""
 
 SCXML_NS = "http://www.w3.org/2005/07/scxml"
+CHART_NS = "urn:incarnate:scxml"
+"""The namespace of the one attribute the project adds to SCXML: ``chart`` on an inline ``<scxml>``.
+
+``dump`` writes it on every inline document: a child loaded from a file of
+its own, or from a document loaded again under another file name, would
+otherwise be named by its new place, so ``load(dump(chart))`` registers
+every child under the name it had."""
 """The SCXML namespace; elements in other namespaces are ignored (SCXML 3.2)."""
 
 SUPPORTED_DATAMODELS = ("python", "null")
@@ -90,6 +97,8 @@ class Node:
     text: str = ""
     foreign: bool = False
     uri: str = ""
+    chart: str | None = None
+    """The ``chart`` attribute in :data:`CHART_NS`, when the element carries one."""
     mixed: list[str | Node] = Factory(list)
     """The character data and the child elements in document order (what inline XML markup is)."""
 
@@ -116,6 +125,7 @@ def parse(text: str | bytes, source: str) -> Node:
         uri, _, local = name.rpartition(" ")
         plain = {key.rpartition(" ")[2]: value for key, value in attributes.items() if " " not in key}
         node = Node(local, plain, parser.CurrentLineNumber, foreign=uri not in ("", SCXML_NS), uri=uri)
+        node.chart = attributes.get(f"{CHART_NS} chart")
         if stack:
             stack[-1].children.append(node)
             stack[-1].mixed.append(node)
@@ -950,8 +960,9 @@ class _Loader:
         """An inline ``<content><scxml>``: its chart is named by its place (``name``), not by its ``name``."""
         try:
             where = f"{self.source}#{name}"  # the invoking chart and site: one inline document
+            wanted = root.chart or name  # a name ``dump`` kept (see CHART_NS), else its place
             chart = _Loader(self.source, self.base, self.loading, self.names).document(
-                root, self.names.claim(where, name), root.attrs.get("name")
+                root, self.names.claim(where, wanted), root.attrs.get("name")
             )
         except ScxmlError as error:
             self.problems.extend(error.problems)

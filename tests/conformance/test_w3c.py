@@ -118,22 +118,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "deviation (issue 29): the child's done.invoke, queued after its events, is refused once "
         "the parent has left the invoking state (6.4, 6.5)"
     ),
-    "329": (
-        "deviation (issue 29): _event cannot be assigned to a datamodel variable (the datamodel is "
-        "JSON-only), so 'Var2 = _event' raises error.execution"
-    ),
-    "332": (
-        "issue 29 (332): the error.execution from a <send> to an unreachable target carries no "
-        "sendid (5.10.1)"
-    ),
-    "530": (
-        "deviation (issue 29): <invoke><content expr=…> is refused by the loader ('content expr= is "
-        "not supported'), so the document does not load"
-    ),
-    "579": (
-        "issue 29 (579): the default history transition's content runs before the <initial> "
-        "transition's content (Appendix D enterStates runs the initial transition's content first)"
-    ),
     # manual mandatory
     "178": (
         "issue 29 (178): _event.raw is not bound (the <log expr='_event.raw'> raises "
@@ -412,7 +396,9 @@ def test_w3c_dump_roundtrip(stem: str, translated: Path, tmp_path: Path) -> None
     (beside / f"{document}.scxml").write_text(dump(chart), "utf-8")
     again = _load(tmp_path, document)
     assert again.fingerprint == chart.fingerprint
-    assert run(again) == run(chart)
+    # Error messages name the document's file; the two copies differ only in their folders.
+    first = repr(run(chart)).replace(str(translated / _folder(document)), "<folder>")
+    assert repr(run(again)).replace(str(beside), "<folder>") == first
 
 
 def test_w3c_summary(capsys: pytest.CaptureFixture[str]) -> None:

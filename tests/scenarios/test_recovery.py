@@ -98,7 +98,7 @@ def test_resume_all_takes_over_the_trees_of_a_long_log_in_two_parts_each_once(
     monkeypatch.setattr(fresh.parts.listing, "catch_up", recorded)
     assert fresh.resume_all() == sum(len(m) for m in members.values())
     assert folded == [5, None]  # the first part, then the rest
-    for root, chained in members.items():
+    for chained in members.values():
         assert {i.id for i in chained} <= fresh.parts.holdings.acquired()
         for member in chained:
             assert sum(1 for i, t in stored(fresh) if i == member.id and t == "Claimed") == 1

@@ -643,7 +643,7 @@ def test_an_inline_child_document_is_written_nested_in_its_invoke() -> None:
         '    <invoke id="kid">\n'
         "      <content>\n"
         '        <scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" '
-        'name="child">\n'
+        'name="child" xmlns:incarnate="urn:incarnate:scxml" incarnate:chart="t.kid">\n'
         "          <datamodel>\n"
         '            <data id="n" expr="0"/>\n'
         "          </datamodel>\n"
@@ -656,7 +656,7 @@ def test_an_inline_child_document_is_written_nested_in_its_invoke() -> None:
         "    </invoke>\n"
     ) in text
     again = load(text)
-    assert [companion.name for companion in again.companions] == ["t.kid"], "named by its place"
+    assert [companion.name for companion in again.companions] == ["t.kid"], "the name dump kept"
     assert behaviour(again.companions[0], ["stop"]) == behaviour(chart.companions[0], ["stop"])
     assert child_effects(again, ["leave"]) == [("birth", "kid", "t.kid", None)]
 
@@ -776,7 +776,7 @@ def test_a_child_that_invokes_a_grandchild_is_written_with_its_own_children() ->
     text = round_trip(chart, ["leave"])
     assert (
         '                <scxml xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python" '
-        'name="grandchild">\n'
+        'name="grandchild" xmlns:incarnate="urn:incarnate:scxml" incarnate:chart="t.kid.grand">\n'
     ) in text
     (kid,) = load(text).companions
     assert [companion.name for companion in kid.companions] == ["t.kid.grand"]
@@ -985,3 +985,15 @@ def test_every_scion_document_round_trips() -> None:
         for item in case.script:
             script.extend([item.get("after", 0) / 1000, item["event"]["name"]])
         assert behaviour(again, script) == behaviour(chart, script), case.name
+
+
+def test_a_child_loaded_from_its_own_file_keeps_its_chart_name_through_dump(tmp_path: Path) -> None:
+    """A ``src`` child is named by its file; written inline by ``dump``, it loads again under that name."""
+    (tmp_path / "kid.scxml").write_text(CHILD, "utf-8")
+    (tmp_path / "parent.scxml").write_text(invoking('<invoke id="k" src="kid.scxml"/>'), "utf-8")
+    chart = load(tmp_path / "parent.scxml")
+    assert [companion.name for companion in chart.companions] == ["kid"]
+    (tmp_path / "elsewhere.scxml").write_text(dump(chart), "utf-8")
+    again = load(tmp_path / "elsewhere.scxml")
+    assert [companion.name for companion in again.companions] == ["kid"]
+    assert again.fingerprint == chart.fingerprint
