@@ -19,6 +19,7 @@ from incarnate._recovery import ParkedRoot
 from incarnate._runners import DeterministicRunner, ThreadedRunner
 from incarnate._storage import Storage, register_storage
 from incarnate._tasks import TaskCall, TaskFunction
+from incarnate._travel import Moment
 from incarnate._worker import Worker
 from incarnate.errors import (
     ConfigurationError,
@@ -31,6 +32,7 @@ from incarnate.errors import (
     MigrationRejected,
     NotARoot,
     PayloadTooLarge,
+    PositionOutOfRange,
     StorageError,
     StoreUnreachable,
     TreeHeld,
@@ -60,9 +62,11 @@ __all__ = [
     "MemoryStorage",
     "MigrationRejected",
     "MigrationReport",
+    "Moment",
     "NotARoot",
     "ParkedRoot",
     "PayloadTooLarge",
+    "PositionOutOfRange",
     "PostgresStorage",
     "RecoveryManager",
     "RecoverySettings",

@@ -44,6 +44,7 @@ from incarnate._recovery import ParkedRoot
 from incarnate._runners import DeterministicRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction
+from incarnate._travel import History, Moment
 from incarnate._work import UnitOfWork
 from incarnate.errors import (
     ConfigurationError,
@@ -223,6 +224,7 @@ class Engine:
         if not isinstance(self._runner, DeterministicRunner):
             self.require_tasks()  # any other runner works as soon as it is attached
             self.parts.heartbeat.start()  # live while it runs work: no other engine takes its trees
+        self._history = History(journal)
         self._runner.attach(self)
 
     # ----------------------------------------------------------- what it is
@@ -775,6 +777,23 @@ class Engine:
     def terminate(self, root_id: UUID, reason: str = "terminated by an operator") -> int:
         """Dispose of a (parked) call tree without running it; returns how many instances ended."""
         return _recovery.terminate(self.parts, root_id, reason)
+
+    # ----------------------------------------------------------- time travel, fork and redrive
+
+    def at(self, instance_id: UUID, position: int, *, tree: bool = False) -> Moment:
+        """An instance (``tree``: its whole call tree) as it was at ``position`` of its history.
+
+        ``position`` is a version of the instance (1 is its creation), or
+        with ``tree`` a position in the call tree's events interleaved by
+        time. Built from the latest stored snapshot at or before it and the
+        events since, folded by the aggregate's own replay; nothing is
+        written. A position outside the history raises
+        :class:`~incarnate.errors.PositionOutOfRange`.
+        """
+        instance_id = plain(instance_id)
+        if tree:
+            return self._history.tree_moment(self.parts.listing, instance_id, position)
+        return self._history.moment(instance_id, position)
 
     # ----------------------------------------------------------- lifecycle
 

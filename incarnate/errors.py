@@ -182,6 +182,44 @@ class MigrationRejected(EngineError, ValueError):
         )
 
 
+class PositionOutOfRange(EngineError, ValueError):
+    """A time-travel or fork position is outside the instance's (or call tree's) history."""
+
+    code = "position-out-of-range"
+
+    def __init__(self, instance_id: UUID, position: int, last: int, what: str = "version") -> None:
+        self.instance_id = instance_id
+        self.position = position
+        self.last = last
+        super().__init__(
+            f"instance {instance_id} has no {what} {position}: its history runs from 1 to {last}; "
+            f"pick a {what} in that range (1 is its creation, {last} is now)"
+        )
+
+
+class ForkRefused(EngineError, ValueError):
+    """An instance cannot be forked at the position asked for; nothing was written."""
+
+    code = "fork-refused"
+
+    def __init__(self, instance_id: UUID, version: int, why: str) -> None:
+        self.instance_id = instance_id
+        self.version = version
+        self.why = why
+        super().__init__(f"cannot fork {instance_id} at version {version}: {why}")
+
+
+class RedriveRefused(EngineError, ValueError):
+    """An instance cannot be redriven (it is running, finished well, or has no good checkpoint)."""
+
+    code = "redrive-refused"
+
+    def __init__(self, instance_id: UUID, why: str) -> None:
+        self.instance_id = instance_id
+        self.why = why
+        super().__init__(f"cannot redrive {instance_id}: {why}")
+
+
 class LoopGone(EngineError):
     """The event loop an async task ran on stopped before the task finished: no outcome is committed."""
 

@@ -1,5 +1,6 @@
 """Projections of instance events: checkpoints, listings, call trees and timelines."""
 
+from projections._history import instance_at, interleave, versions_at
 from projections._listing import ListingRow, apply_notification, in_flight, select_rows
 from projections._resume import Checkpoint, resume_plan
 from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
@@ -33,4 +34,7 @@ __all__ = [
     "render_timeline",
     "render_tree",
     "timeline",
+    "instance_at",
+    "interleave",
+    "versions_at",
 ]

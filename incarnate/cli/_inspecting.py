@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import click
 
 from aggregates import Activation, Instance, InstanceKind, InstanceStatus
-from incarnate import _inspect
+from incarnate import _inspect, _moments
 from incarnate.cli._output import emit_json, moment, note, out, table, when
 from incarnate.cli._output import tree as print_tree
 from incarnate.cli._store import (
@@ -182,13 +182,43 @@ def render_detail(detail: _inspect.InstanceDetail) -> list[str]:
     return lines
 
 
+_AT_HELP = (
+    "as it was at version K of the instance (1 is its creation), or with --tree at position K of its "
+    "call tree's events interleaved by time; see `incarnate timeline ID --at K`"
+)
+
+
 @click.command(short_help="Show everything the store holds about one instance.")
 @id_argument
+@click.option("--at", "at", type=int, metavar="K", help=_AT_HELP)
+@click.option("--tree", "whole_tree", is_flag=True, help="with --at: every instance of its call tree then")
 @json_option
 @store_options()
-def show(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: str | None) -> int:
-    """Show one instance: status, owner, slot, input, context, configuration, output, error, timers."""
+def show(
+    ident: str,
+    at: int | None,
+    whole_tree: bool,
+    as_json: bool,
+    db: str | None,
+    charts: str | None,
+    tasks: str | None,
+) -> int:
+    """Show one instance: status, owner, slot, input, context, configuration, output, error, timers.
+
+    With --at K, the instance as it was at version K (with --tree, its call
+    tree at position K): configuration, context, armed timers, inbox and
+    retained children then.
+    """
+    if whole_tree and at is None:
+        raise CommandError("--tree needs --at K: `show` prints the call tree as it was at position K")
     with opened(StoreOptions(db, charts, tasks)) as engine:
+        if at is not None:
+            found = engine.at(instance_id(engine, ident), at, tree=whole_tree)
+            if as_json:
+                emit_json(_moments.moment_json(found))
+            else:
+                out(_moments.render_moment(found))
+            return 0
         detail = _inspect.instance_detail(engine, instance_id(engine, ident))
     if as_json:
         emit_json(detail.to_json())
@@ -231,19 +261,42 @@ def tree(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: s
 @click.command(short_help="Show an instance's (or its call tree's) events by time.")
 @id_argument
 @click.option("--tree", "whole_tree", is_flag=True, help="the events of every instance of its call tree")
+@click.option(
+    "--at",
+    "at",
+    type=int,
+    metavar="K",
+    help="number the events, mark position K and show the "
+    "instance (with --tree: its call tree) as it was then",
+)
 @json_option
 @store_options()
 def timeline(
     ident: str,
     whole_tree: bool,
+    at: int | None,
     as_json: bool,
     db: str | None,
     charts: str | None,
     tasks: str | None,
 ) -> int:
-    """Show an instance's stored events (or its call tree's) in time order."""
+    """Show an instance's stored events (or its call tree's) in time order.
+
+    With --at K, the events are numbered (a version of the instance, or with
+    --tree a position in the call tree's history), K is marked with ``>``,
+    and the instance as it was at K follows (see ``show --at``).
+    """
     with opened(StoreOptions(db, charts, tasks)) as engine:
         found = instance(engine, ident)
+        if at is not None:
+            moment_ = engine.at(found.id, at, tree=whole_tree)
+            if as_json:
+                emit_json(_moments.moment_json(moment_, history=True))
+            else:
+                out(_moments.render_positions(moment_))
+                out("")
+                out(_moments.render_moment(moment_))
+            return 0
         instances, events = _inspect.tree_events(engine, found.id, tree=whole_tree)
     names = {i.id: _inspect.label(i) for i in instances}
     entries = timeline_of(events)
