@@ -50,6 +50,7 @@ from incarnate.console._security import (
     token_problem,
     wants_json_answer,
 )
+from incarnate.console._travel import travel_page
 from incarnate.errors import ConfigurationError, StoreUnreachable
 from statechart import Chart
 from statechart.errors import IncarnateError
@@ -121,6 +122,7 @@ def create_app(
         Route("/", instances_page),
         Route("/instances/table", instances_table),
         Route("/instances/{id}", instance_page),
+        Route("/instances/{id}/at/{k}", travel_page),
         Route("/instances/{id}/send", send_action, methods=["POST"]),
         Route("/instances/{id}/cancel", cancel_action, methods=["POST"]),
         Route("/instances/{id}/terminate", terminate_action, methods=["POST"]),

@@ -1,3 +1,4 @@
+# ruff: noqa: F401, F811  (pytest fixtures imported from the module that defines them)
 """Time travel on the command line: ``show --at``, ``show --at --tree`` and ``timeline --at``."""
 
 from __future__ import annotations
@@ -6,11 +7,11 @@ import json
 
 import pytest
 
-from tests.unit.incarnate.test_cli_views import Store, run, store  # noqa: F401  (the fixture)
+from tests.unit.incarnate.test_cli_views import Store, run, store
 
 
 def test_show_at_a_version_prints_the_instance_as_it_was(
-    store: Store,  # noqa: F811
+    store: Store,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``show ID --at 2`` prints the parent at version 2: its first macrostep's configuration and child."""
@@ -21,7 +22,7 @@ def test_show_at_a_version_prints_the_instance_as_it_was(
 
 
 def test_show_at_json_has_the_instances_inbox_and_activations(
-    store: Store,  # noqa: F811
+    store: Store,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``show --at K --json`` is one document: position, event, and the subject with inbox and activations."""
@@ -36,11 +37,13 @@ def test_show_at_json_has_the_instances_inbox_and_activations(
 
 
 def test_tree_positions_cover_every_instance_of_the_tree(
-    store: Store,  # noqa: F811
+    store: Store,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """At the last position of the charging tree, the failed charge is there, failed, as it is now."""
-    _, out, _ = run(capsys, "timeline", str(store.charging), "--tree", "--at", "1", "--json", "--db", store.db)
+    _, out, _ = run(
+        capsys, "timeline", str(store.charging), "--tree", "--at", "1", "--json", "--db", store.db
+    )
     last = json.loads(out)["positions"]
     status, out, _ = run(
         capsys, "show", str(store.charging), "--tree", "--at", str(last), "--json", "--db", store.db
@@ -51,7 +54,7 @@ def test_tree_positions_cover_every_instance_of_the_tree(
 
 
 def test_timeline_at_marks_the_position(
-    store: Store,  # noqa: F811
+    store: Store,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``timeline ID --at 2`` numbers the events, marks the second with ``>`` and shows the instance then."""
@@ -63,7 +66,7 @@ def test_timeline_at_marks_the_position(
 
 
 def test_a_position_out_of_range_is_a_clear_error(
-    store: Store,  # noqa: F811
+    store: Store,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--at 0`` and ``--at`` past the end name the range and exit 2 with the stable code."""
@@ -76,7 +79,7 @@ def test_a_position_out_of_range_is_a_clear_error(
 
 
 def test_tree_without_at_is_refused(
-    store: Store,  # noqa: F811
+    store: Store,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``show --tree`` without ``--at`` says what it needs."""
