@@ -772,6 +772,45 @@ class Instance(Aggregate):
         )
         return current + 1
 
+    # ---------------------------------------------------- fork and redrive
+
+    class Forked(Fact):
+        """This root was forked from ``source`` at ``version``; the macrostep after it holds that state."""
+
+        source: UUID
+        version: int
+        source_root: UUID
+
+        def apply(self, aggregate: Any) -> None:
+            pass  # provenance only: the Stepped that follows carries the checkpoint
+
+    def record_fork(self, source: UUID, version: int, source_root: UUID) -> None:
+        """Record where this new root was forked from (its first fact after ``Started``)."""
+        if self.version != 1 or self.record.parent is not None:
+            raise InvalidCommand(
+                self.id, "record a fork", "only a new root, right after its creation, is a fork"
+            )
+        self.trigger_event(self.Forked, source=source, version=version, source_root=source_root)
+
+    class Redriven(Fact):
+        """An operator drove the instance again from its last good checkpoint, at ``version``."""
+
+        version: int
+        was: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            status = InstanceStatus.RUNNING if record.snapshot_parts is not None else InstanceStatus.BORN
+            aggregate.record = evolve_record(record, status=status, error=None)
+
+    def redrive(self, version: int, reason: str) -> None:
+        """Run a failed or parked instance again from its checkpoint at ``version`` (its last good one)."""
+        status = self.record.status
+        if status not in (InstanceStatus.FAILED, InstanceStatus.PARKED):
+            raise InvalidCommand(self.id, "redrive", f"the instance is {status.value}, not failed or parked")
+        self.trigger_event(self.Redriven, version=version, was=status.value, reason=reason)
+
     # ------------------------------------------------------------ views
 
     @property

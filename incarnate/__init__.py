@@ -16,6 +16,7 @@ from incarnate._migration import InstanceVerdict, MigrationReport, Verdict
 from incarnate._ownership import TakeOver
 from incarnate._process import Decision
 from incarnate._recovery import ParkedRoot
+from incarnate._redrive import Redrive
 from incarnate._runners import DeterministicRunner, ThreadedRunner
 from incarnate._storage import Storage, register_storage
 from incarnate._tasks import TaskCall, TaskFunction
@@ -25,6 +26,7 @@ from incarnate.errors import (
     ConfigurationError,
     EngineError,
     Fenced,
+    ForkRefused,
     InstanceCancelled,
     InstanceExists,
     InstanceFailed,
@@ -33,6 +35,7 @@ from incarnate.errors import (
     NotARoot,
     PayloadTooLarge,
     PositionOutOfRange,
+    RedriveRefused,
     StorageError,
     StoreUnreachable,
     TreeHeld,
@@ -52,6 +55,7 @@ __all__ = [
     "Engine",
     "EngineError",
     "Fenced",
+    "ForkRefused",
     "InstanceCancelled",
     "InstanceFailed",
     "InstanceHandle",
@@ -70,6 +74,8 @@ __all__ = [
     "PostgresStorage",
     "RecoveryManager",
     "RecoverySettings",
+    "Redrive",
+    "RedriveRefused",
     "Runner",
     "SQLiteStorage",
     "SendReceipt",

@@ -41,6 +41,9 @@ from incarnate._parts import Parts
 from incarnate._process import Decision, decide
 from incarnate._reads import Ending, Reads
 from incarnate._recovery import ParkedRoot
+from incarnate._redrive import Redrive
+from incarnate._redrive import fork as fork_instance
+from incarnate._redrive import redrive as redrive_instance
 from incarnate._runners import DeterministicRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction
@@ -780,7 +783,9 @@ class Engine:
 
     # ----------------------------------------------------------- time travel, fork and redrive
 
-    def at(self, instance_id: UUID, position: int, *, tree: bool = False) -> Moment:
+    def at(
+        self, instance_id: UUID, position: int, *, tree: bool = False, window: int | None = None
+    ) -> Moment:
         """An instance (``tree``: its whole call tree) as it was at ``position`` of its history.
 
         ``position`` is a version of the instance (1 is its creation), or
@@ -788,12 +793,50 @@ class Engine:
         time. Built from the latest stored snapshot at or before it and the
         events since, folded by the aggregate's own replay; nothing is
         written. A position outside the history raises
-        :class:`~incarnate.errors.PositionOutOfRange`.
+        :class:`~incarnate.errors.PositionOutOfRange`. ``Moment.events``
+        holds the instance's whole history, or with ``window`` only that
+        many events either side of the position (a call tree's moment
+        always holds all of it).
         """
         instance_id = plain(instance_id)
         if tree:
             return self._history.tree_moment(self.parts.listing, instance_id, position)
-        return self._history.moment(instance_id, position)
+        return self._history.moment(instance_id, position, window)
+
+    def fork(self, instance_id: UUID, version: int) -> InstanceHandle:
+        """Start a new root from ``instance_id``'s checkpoint at ``version``; the source is untouched.
+
+        The new root has a new id (a uuid4), runs the source's chart on its
+        input from that checkpoint (configuration, context, timers, and the
+        messages waiting in its inbox then), and records its provenance as
+        its first fact (``Forked``: the source id and version). A task, a
+        version before the first macrostep or after the instance finished,
+        a checkpoint with retained children, or one that does not fit the
+        registered chart raises :class:`~incarnate.errors.ForkRefused`;
+        nothing is written then.
+        """
+        found = fork_instance(self.parts, self._history, plain(instance_id), version)
+        return InstanceHandle(self, found, self.parts.reads.instance(found).record.name)
+
+    def redrive(
+        self, instance_id: UUID, reason: str = "redriven by an operator", *, dry_run: bool = False
+    ) -> Redrive:
+        """Drive a failed or parked root again from its last good checkpoint, keeping its identity.
+
+        The last good checkpoint is the version before the incident that
+        failed or parked it; a ``Redriven`` event records the redrive (that
+        version, the status it had, ``reason``) before anything runs, and the
+        message whose macrostep failed is processed again. ``dry_run`` says
+        what would happen and writes nothing. A running or finished
+        instance, a child (a child runs again only as a retry its parent
+        decides), or a checkpoint changed since raises
+        :class:`~incarnate.errors.RedriveRefused`.
+        """
+        instance_id = plain(instance_id)
+        done = redrive_instance(self.parts, self._history, instance_id, reason, dry_run=dry_run)
+        if done.written:
+            self._runner.notify(instance_id)
+        return done
 
     # ----------------------------------------------------------- lifecycle
 

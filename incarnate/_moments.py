@@ -25,7 +25,8 @@ def positions(moment: Moment) -> list[dict[str, JsonValue]]:
     A macrostep whose action failed adds its ``error.execution`` lines to
     the ``errors`` of that position's row.
     """
-    names = labels(moment.events)
+    names = {instance_id: label(instance) for instance_id, instance in moment.instances.items()}
+    names.update(labels(moment.events))
     rows: list[dict[str, JsonValue]] = []
     first = moment.events[0].timestamp if moment.events else None
     for entry in timeline(moment.events):
@@ -36,7 +37,7 @@ def positions(moment: Moment) -> list[dict[str, JsonValue]]:
             continue
         rows.append(
             {
-                "position": len(rows) + 1,
+                "position": moment.first + len(rows),
                 "at": iso(entry.at.timestamp()),
                 "offset": 0.0 if first is None else (entry.at - first).total_seconds(),
                 "instance": str(entry.instance),
@@ -115,7 +116,7 @@ def moment_json(moment: Moment, *, history: bool = False) -> dict[str, JsonValue
         "position": moment.position,
         "positions": moment.positions,
         "version": moment.version,
-        "event": rows[moment.position - 1],
+        "event": rows[moment.position - moment.first],
         "instances": [instance_json(instance) for instance in moment.instances.values()],
     }
     if history:
@@ -170,7 +171,7 @@ def instance_timers(instance: Instance) -> list[str]:
 
 def render_moment(moment: Moment) -> str:
     """A moment as text: where it is in the history, the subject, and (a tree) every other instance."""
-    row = positions(moment)[moment.position - 1]
+    row = positions(moment)[moment.position - moment.first]
     what = "position" if moment.tree else "version"
     scope = f"the call tree of {moment.subject}" if moment.tree else str(moment.subject)
     lines = [

@@ -453,7 +453,7 @@ def salvage(parts: Parts, instance_id: UUID) -> Salvaged:
         elif isinstance(event, Instance.IncidentRecorded):
             status = InstanceStatus.PARKED if event.incident.parked else found.status
             found = attrs.evolve(found, incidents=(*found.incidents, event.incident), status=status)
-        elif isinstance(event, Instance.Resolved) or (
+        elif isinstance(event, Instance.Resolved | Instance.Redriven) or (
             isinstance(event, Instance.Stepped) and found.status is InstanceStatus.BORN
         ):
             found = attrs.evolve(found, status=InstanceStatus.RUNNING)

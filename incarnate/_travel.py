@@ -47,8 +47,9 @@ class Moment:
     aggregate at that version: configuration, context, timers, inbox,
     retained activations, status), the subject first; an instance of the
     tree not created yet at that position is absent. ``events`` is the
-    scope's whole history in position order (position ``p`` is
-    ``events[p - 1]``), so a view can show what came before and after.
+    scope's history in position order, whole or a window of it (position
+    ``p`` is ``events[p - first]``), so a view can show what came before
+    and after.
     """
 
     subject: UUID
@@ -59,11 +60,13 @@ class Moment:
     """How many positions the history has (the last one is now)."""
     events: tuple[Any, ...]
     instances: Mapping[UUID, Instance]
+    first: int = 1
+    """The position of ``events[0]``: a moment may hold only a window of its history (see ``Engine.at``)."""
 
     @property
     def event(self) -> Any:
         """The stored event at this position."""
-        return self.events[self.position - 1]
+        return self.events[self.position - self.first]
 
     @property
     def instance(self) -> Instance:
@@ -164,15 +167,21 @@ class History:
 
     # ------------------------------------------------------------- moments
 
-    def moment(self, instance_id: UUID, version: int) -> Moment:
-        """The instance at ``version`` (see :class:`Moment`)."""
+    def moment(self, instance_id: UUID, version: int, window: int | None = None) -> Moment:
+        """The instance at ``version`` (see :class:`Moment`), with ``window`` events of history either side.
+
+        ``window`` None keeps the whole history (read from the store: O(history)).
+        """
         last = self.head(instance_id)
         check_position(instance_id, version, last, "version")
+        first = 1 if window is None else max(1, version - window)
+        upto = None if window is None else version + window
         with decoding(instance_id):
-            events = tuple(self.journal.events.get(instance_id))
-        return Moment(
-            instance_id, False, version, last, events, {instance_id: self.at(instance_id, version, head=last)}
-        )
+            events = tuple(
+                self.journal.events.get(instance_id, gt=first - 1 if first > 1 else None, lte=upto)
+            )
+        instance = self.at(instance_id, version, head=last)
+        return Moment(instance_id, False, version, last, events, {instance_id: instance}, first)
 
     def tree_moment(self, listing: Listing, instance_id: UUID, position: int) -> Moment:
         """The call tree under ``instance_id`` at ``position`` of its interleaved history."""

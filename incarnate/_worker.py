@@ -69,7 +69,13 @@ within seconds of its return (each attempt is one cheap query)."""
 _STARTED = get_topic(Instance.Started)
 _WAKE_TOPICS = tuple(
     get_topic(event)
-    for event in (Instance.Accepted, Instance.CancelRequested, Instance.Resolved, Instance.Migrated)
+    for event in (
+        Instance.Accepted,
+        Instance.CancelRequested,
+        Instance.Resolved,
+        Instance.Migrated,
+        Instance.Redriven,
+    )
 )
 """Events another process appends to an instance it does not own, which its owner must act on."""
 

@@ -47,6 +47,7 @@ FAILED = _topic(Instance.Failed)
 CANCELLED = _topic(Instance.Cancelled)
 INCIDENT_RECORDED = _topic(Instance.IncidentRecorded)
 RESOLVED = _topic(Instance.Resolved)
+REDRIVEN = _topic(Instance.Redriven)
 CLAIMED = f"{INSTANCE_TOPIC_PREFIX}Claimed"
 """A new owner took the instance over (its ``owner`` field); named, not imported, so the
 listing reads logs written before and after the event existed."""
@@ -304,6 +305,7 @@ _CHANGES: dict[str, _Change] = {
     CANCELLED: _ended(InstanceStatus.CANCELLED),
     INCIDENT_RECORDED: _incident,
     RESOLVED: _resolved,
+    REDRIVEN: _resolved,
     CLAIMED: _claimed,
     ORPHANED: _orphaned,
 }

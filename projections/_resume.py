@@ -621,7 +621,7 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
         # change no checkpoint only move the version.
         elif name == "IncidentRecorded" and event.incident.parked:
             state.status = InstanceStatus.PARKED
-        elif name == "Resolved":
+        elif name in ("Resolved", "Redriven"):
             state.status = InstanceStatus.RUNNING if state.parts is not None else InstanceStatus.BORN
         state.version = event.originator_version
     state.check()

@@ -182,6 +182,10 @@ def _summary(event: Any, configurations: dict[UUID, tuple[str, ...]]) -> str:
         return f"claimed by {event.owner} (incarnation {event.incarnation}): {event.reason}"
     if name == "Orphaned":
         return f"orphaned: {event.reason}"
+    if name == "Forked":
+        return f"forked from {event.source} at version {event.version}"
+    if name == "Redriven":
+        return f"redriven ({event.was} before) from version {event.version}: {event.reason}"
     if name == "IncidentRecorded":
         return f"incident {event.incident.kind}: {event.incident.detail}"
     return name

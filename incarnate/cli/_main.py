@@ -1,7 +1,7 @@
 """The ``incarnate`` command group and :func:`main`, the one guard every command runs under.
 
 Each command is a :class:`click.Command` of its module (``_inspecting``,
-``_operating``, ``_migrating``, ``_recovering``, ``_worker``, ``_tools``),
+``_operating``, ``_travelling``, ``_migrating``, ``_recovering``, ``_worker``, ``_tools``),
 added to :data:`root` in the order ``incarnate --help`` lists them. A
 command returns its exit status.
 
@@ -52,6 +52,7 @@ from incarnate.cli._migrating import check, migrate
 from incarnate.cli._operating import cancel, resolve, send, start, terminate
 from incarnate.cli._recovering import recover
 from incarnate.cli._tools import demo, diagram
+from incarnate.cli._travelling import fork, redrive
 from incarnate.cli._worker import worker
 from incarnate.console import command as console_command
 from incarnate.errors import CommandError, CommandFailed
@@ -108,6 +109,8 @@ for _command in (
     migrate,
     resolve,
     terminate,
+    fork,
+    redrive,
     recover,
     worker,
 ):

@@ -50,7 +50,7 @@ from incarnate.console._security import (
     token_problem,
     wants_json_answer,
 )
-from incarnate.console._travel import travel_page
+from incarnate.console._travel import fork_action, redrive_action, travel_page
 from incarnate.errors import ConfigurationError, StoreUnreachable
 from statechart import Chart
 from statechart.errors import IncarnateError
@@ -123,6 +123,8 @@ def create_app(
         Route("/instances/table", instances_table),
         Route("/instances/{id}", instance_page),
         Route("/instances/{id}/at/{k}", travel_page),
+        Route("/instances/{id}/fork", fork_action, methods=["POST"]),
+        Route("/instances/{id}/redrive", redrive_action, methods=["POST"]),
         Route("/instances/{id}/send", send_action, methods=["POST"]),
         Route("/instances/{id}/cancel", cancel_action, methods=["POST"]),
         Route("/instances/{id}/terminate", terminate_action, methods=["POST"]),
