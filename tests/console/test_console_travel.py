@@ -8,7 +8,7 @@ import re
 from starlette.testclient import TestClient
 
 from tests.console.charts import Store
-from tests.console.test_console_app import client, store
+from tests.console.test_console_app import client, csrf, flash_of, post, store
 
 
 def test_the_instance_page_links_to_time_travel(client: TestClient, store: Store) -> None:
@@ -50,3 +50,28 @@ def test_a_position_out_of_range_is_refused_with_its_code(
     assert answer.status_code == 404
     assert answer.json()["error"]["code"] == "position-out-of-range"
     assert client.get(f"/instances/{store.order}/at/two").status_code == 400
+
+
+def test_fork_from_the_time_travel_page_goes_to_the_new_root(
+    client: TestClient,
+    store: Store,
+) -> None:
+    """The page's Fork button (a POST with the CSRF token) starts a new root and redirects to it."""
+    page = client.get(f"/instances/{store.gate}/at/2").text
+    assert 'id="fork"' in page
+    answer = post(client, f"/instances/{store.gate}/fork", {"csrf_token": csrf(page), "version": "2"})
+    assert answer.status_code == 303
+    assert (
+        answer.headers["location"].startswith("/instances/")
+        and str(store.gate) not in answer.headers["location"]
+    )
+    assert "forked" in flash_of(client, answer)
+
+
+def test_redrive_needs_the_confirmation(client: TestClient, store: Store) -> None:
+    """Without the ticked confirmation nothing is written; a running gate is refused with its code."""
+    page = client.get(f"/instances/{store.gate}").text
+    answer = post(client, f"/instances/{store.gate}/redrive", {"csrf_token": csrf(page), "confirm": "yes"})
+    assert "redrive-refused" in flash_of(client, answer)
+    answer = post(client, f"/instances/{store.gate}/fork", {"version": "2"})
+    assert answer.status_code == 403  # no CSRF token

@@ -1,4 +1,4 @@
-"""Fork (a new root from a past checkpoint, with its provenance) and redrive (a failed or parked root again)."""
+"""Fork (a new root from a past checkpoint, recording its source) and redrive (a failed or parked root)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _names(engine: Engine, instance: Instance) -> list[str]:
 
 
 def test_a_fork_is_a_new_root_that_records_its_source_and_version(engine: Engine) -> None:
-    """The fork has a new id, its own root, ``Forked`` right after ``Started``, and the source's state then."""
+    """The fork has a new id, its own root, ``Forked`` right after ``Started``, and the source's state."""
     source = engine.start("timed", {}).id
     engine.run_until_idle()
     engine.clock.advance(11)  # type: ignore[attr-defined]

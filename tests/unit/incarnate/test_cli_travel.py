@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from tests.unit.incarnate.test_cli_views import Store, run, store
+from incarnate import Engine, Storage
+from tests.scenarios import charts
+from tests.unit.incarnate.test_cli_views import CHARTS, Store, run, store
 
 
 def test_show_at_a_version_prints_the_instance_as_it_was(
@@ -86,3 +88,40 @@ def test_tree_without_at_is_refused(
     status, _, err = run(capsys, "show", str(store.parent), "--tree", "--db", store.db)
     assert status == 2
     assert "--tree needs --at K" in err
+
+
+def test_fork_prints_the_new_root_and_leaves_the_source(
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``fork ID --at 2 --json`` names a new root whose first facts record the source and the version."""
+    with Engine(charts.ALL, storage=Storage.sqlite(store.db)) as engine:
+        gate = engine.start("gate").id
+    status, out, _ = run(
+        capsys, "fork", str(gate), "--at", "2", "--json", "--charts", CHARTS, "--db", store.db
+    )
+    assert status == 0, out
+    document = json.loads(out)
+    assert document["source"] == str(gate) and document["version"] == 2
+    assert document["configuration"] == ["awaiting_answer"]
+    status, out, _ = run(capsys, "timeline", document["id"], "--db", store.db)
+    assert f"forked from {gate} at version 2" in out
+    status, _, err = run(
+        capsys, "fork", str(store.charging), "--at", "2", "--charts", CHARTS, "--db", store.db
+    )
+    assert status == 2 and "fork at a version where no child runs" in err
+
+
+def test_fork_of_a_task_and_redrive_of_a_running_root_are_clear_errors(
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each refusal exits 2 with its stable code and says why."""
+    status, _, err = run(
+        capsys, "fork", str(store.failed), "--at", "1", "--json", "--charts", CHARTS, "--db", store.db
+    )
+    assert status == 2 and json.loads(err)["error"]["code"] == "fork-refused"
+    status, _, err = run(capsys, "redrive", str(store.parent), "--db", store.db)
+    assert status == 2 and "is running, not failed or parked" in err
+    status, _, err = run(capsys, "redrive", str(store.failed), "--dry-run", "--db", store.db)
+    assert status == 2 and f"redrive or fork its root {store.charging}" in err
