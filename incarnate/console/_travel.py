@@ -57,7 +57,11 @@ def _view(engine: Engine, instance_id: UUID, position: int, tree: bool) -> dict[
         "query": "?tree=1" if tree else "",
         "previous": position - 1 if position > 1 else None,
         "next": position + 1 if position < moment.positions else None,
-        "can_fork": not tree and subject.record.kind is InstanceKind.CHART and subject.record.steps > 0,
+        "can_fork": not tree
+        and subject.record.kind is InstanceKind.CHART
+        and subject.record.steps > 0
+        and not subject.record.status.finished
+        and not subject.record.activations,
     }
 
 
