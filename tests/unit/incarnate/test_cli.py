@@ -173,6 +173,8 @@ def test_every_command_is_registered() -> None:
         "migrate": [some_id, "--map", "a=b"],
         "resolve": [some_id],
         "terminate": [some_id],
+        "fork": [some_id, "--at", "2"],
+        "redrive": [some_id],
         "worker": ["--charts", f"{SAMPLE}:ORDER"],
     }
     assert {"list", "show", "check", "migrate", "recover", "worker"} <= set(root.commands)

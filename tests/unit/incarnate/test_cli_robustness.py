@@ -220,7 +220,7 @@ def arguments(name: str, db: str, instance: UUID) -> list[str]:
         if isinstance(param, click.Argument):
             argv.append(values.get(str(param.metavar), "x"))
         elif param.required and isinstance(param, click.Option) and param.opts[0] not in ("--charts",):
-            argv.extend([param.opts[0], "a=b"])
+            argv.extend([param.opts[0], "2" if isinstance(param.type, click.types.IntParamType) else "a=b"])
     options = _options(name)
     extra = {"--db": db, "--charts": CHARTS, "--tasks": TASKS, "--timeout": "2", "--wait": "0"}
     for option, value in extra.items():
