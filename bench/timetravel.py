@@ -25,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID
 
@@ -58,12 +58,6 @@ def opened(path: Path, snapshots: bool) -> Engine:
     return Engine([COUNTER], storage=Storage.sqlite(str(path)), runner=DeterministicRunner(), env=env)
 
 
-def timed(call: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    call()
-    return (time.perf_counter() - start) * 1000
-
-
 def measure(
     path: Path, instance_id: UUID, snapshots: bool, samples: int, seed: int
 ) -> list[dict[str, object]]:
@@ -73,26 +67,29 @@ def measure(
     with opened(path, snapshots) as engine:
         last = engine.instance(instance_id).version
     positions = [chooser.randint(1, last) for _ in range(samples)]
-    cold = []
+    cold: list[float] = []
     for k in positions:
         with opened(path, snapshots) as engine:
-            found: list[object] = []
-            cold.append(
-                timed(
-                    lambda engine=engine, k=k, found=found: found.append(engine.at(instance_id, k, window=20))
-                )
-            )
-            assert getattr(found[0], "version", None) == k
+            began = time.perf_counter()
+            moment = engine.at(instance_id, k, window=20)
+            cold.append((time.perf_counter() - began) * 1000)
+            assert moment.version == k
     start = chooser.randint(1, max(1, last - samples))
     steps = [*range(start, min(last, start + samples // 2) + 1)]
     steps += steps[::-1]
+    stepping: list[float] = []
     with opened(path, snapshots) as engine:
-        stepping = [timed(lambda k=k: engine.at(instance_id, k, window=20)) for k in steps]
-    fold = []
+        for k in steps:
+            began = time.perf_counter()
+            engine.at(instance_id, k, window=20)
+            stepping.append((time.perf_counter() - began) * 1000)
+    fold: list[float] = []
     for k in positions:
         with opened(path, snapshots) as engine:
             history = engine._history  # the fold alone, without the moment's timeline
-            fold.append(timed(lambda history=history, k=k: history.at(instance_id, k)))
+            began = time.perf_counter()
+            history.at(instance_id, k)
+            fold.append((time.perf_counter() - began) * 1000)
     variant = "default snapshots" if snapshots else "no snapshots"
     for name, values in (("cold", cold), ("stepping", stepping), ("fold", fold)):
         rows.append(

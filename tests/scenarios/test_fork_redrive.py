@@ -70,15 +70,15 @@ def test_a_fork_is_a_new_root_that_records_its_source_and_version(engine: Engine
     assert _names(engine, new)[:3] == ["Started", "Forked", "Stepped"]
     provenance = engine.events_of(forked)[1]
     assert (provenance.source, provenance.version, provenance.source_root) == (source, 3, source)
-    assert new.record.snapshot_parts is not None
-    assert (
-        new.record.snapshot_parts["context"] == engine.at(source, 3).instance.record.snapshot_parts["context"]
-    )
+    then = engine.at(source, 3).instance.record.snapshot_parts
+    assert new.record.snapshot_parts is not None and then is not None
+    assert new.record.snapshot_parts["context"] == then["context"]
     assert engine.events_of(source) == before  # the source is untouched
     assert engine.plan(forked).status is InstanceStatus.RUNNING  # its ResumePlan validates
     engine.clock.advance(15)  # type: ignore[attr-defined]
     engine.run_until_idle()
-    assert engine.instance(forked).record.snapshot_parts["context"]["seen"] == ["a", "b"]
+    later = engine.instance(forked).record.snapshot_parts
+    assert later is not None and later["context"]["seen"] == ["a", "b"]
 
 
 def test_a_fork_carries_the_messages_waiting_then(engine: Engine) -> None:
