@@ -4,6 +4,15 @@ from projections._history import instance_at, interleave, versions_at
 from projections._listing import ListingRow, apply_notification, in_flight, select_rows
 from projections._resume import Checkpoint, resume_plan
 from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
+from projections._whatif import (
+    RecordedInput,
+    RecordedRun,
+    Replayed,
+    ReplayVerdict,
+    recorded_run,
+    replay,
+    strands,
+)
 from projections.errors import (
     CheckpointError,
     CheckpointUndecodable,
@@ -37,4 +46,11 @@ __all__ = [
     "instance_at",
     "interleave",
     "versions_at",
+    "RecordedInput",
+    "RecordedRun",
+    "Replayed",
+    "ReplayVerdict",
+    "recorded_run",
+    "replay",
+    "strands",
 ]

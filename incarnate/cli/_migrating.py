@@ -74,15 +74,29 @@ def _fine(verdicts: Sequence[InstanceVerdict]) -> bool:
 @click.argument("new_charts", metavar="CHARTS")
 @click.option("--chart", metavar="NAME", help="check the instances of this chart only")
 @click.option("--map", "pairs", multiple=True, metavar="OLD=NEW", help=_MAP_HELP)
+@click.option(
+    "--replay",
+    is_flag=True,
+    help="also re-run each instance's recorded inputs through the new charts (what-if), in memory",
+)
 @json_option
 @click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)
-def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: bool, db: str | None) -> int:
+def check(
+    new_charts: str, chart: str | None, pairs: tuple[str, ...], replay: bool, as_json: bool, db: str | None
+) -> int:
     """Say what the charts about to be deployed do to every live instance of the store.
 
     CHARTS is the import path of the new charts (as --charts takes it). Each
     unfinished chart instance gets a verdict: resumes, migrates (with the
-    --map given), needs-mapping, parks or held. Nothing is written. Exit
-    status 0 when every instance resumes or migrates, 1 otherwise.
+    --map given), needs-mapping, parks or held. With --replay, each
+    instance's recorded inputs (accepted events, child outcomes, timer
+    firings, in their recorded order and at their recorded times) are also
+    run through the new chart from its recorded input, in memory, and the
+    instance is classified: same, diverges (at event K, with both
+    configurations), strands (it ends waiting for what can never come) or
+    parks (the new chart raises, or cannot take its stored checkpoint).
+    Nothing is written. Exit status 0 when every instance resumes or
+    migrates (and, with --replay, replays the same), 1 otherwise.
     """
     from incarnate import _migration
 
@@ -93,6 +107,10 @@ def check(new_charts: str, chart: str | None, pairs: tuple[str, ...], as_json: b
                 f"--chart {chart!r} is not among the charts of {new_charts!r} "
                 f"({', '.join(sorted(engine.charts))})"
             )
+        if replay:
+            from incarnate.cli._whatif import check_replay
+
+            return check_replay(engine, chart=chart, mapping=mapping, as_json=as_json)
         verdicts = _migration.check(engine.parts, chart=chart, mapping=mapping or None)
     ok = _fine(verdicts)
     if as_json:
