@@ -145,6 +145,8 @@ class Journal(Application[UUID]):
         self.snapshot_interval = snapshot_interval
         self._snapshotted: dict[UUID, int] = {}
         """The version of the latest snapshot of each instance, as far as this engine knows."""
+        self._shapes: dict[tuple[str, str], Shape] = {}
+        """Recorded chart shapes by (name, fingerprint), read once each."""
         if snapshot_interval is not None:
             self.snapshotting_intervals = {Instance: snapshot_interval}  # type: ignore[misc]
         try:
@@ -294,10 +296,14 @@ class Journal(Application[UUID]):
 
     def chart_shape(self, name: str, fingerprint: str) -> Shape | None:
         """The recorded shape of chart ``name`` under ``fingerprint``, if any engine stored it."""
+        known = self._shapes.get((name, fingerprint))
+        if known is not None:
+            return known  # a recorded chart version never changes: read it once
         try:
             version: ChartVersion = self.repository.get(ChartVersion.id_for(name, fingerprint))
         except AggregateNotFoundError:
             return None
+        self._shapes[(name, fingerprint)] = version.shape
         return version.shape
 
     # ----------------------------------------------------------- raw history

@@ -38,7 +38,7 @@ from incarnate._ownership import is_live, take_over
 from incarnate._parts import Parts
 from incarnate._recovery import RETRIES, breaking_changes, call_tree, migrated_snapshot
 from incarnate.errors import EngineError, MigrationRejected, StorageError, TreeHeld, UnknownInstance
-from projections import Checkpoint, CheckpointError, CheckpointUndecodable
+from projections import Checkpoint, CheckpointError, CheckpointUndecodable, resume_plan
 from statechart import Chart, JsonValue
 
 log = logging.getLogger("incarnate.recovery")
@@ -178,8 +178,18 @@ def _mapped(
     return data, ""
 
 
-def judge(parts: Parts, instance: Instance, mapping: Mapping[str, str] | None = None) -> InstanceVerdict:
-    """The verdict on one loaded instance under the charts registered with ``engine``."""
+def judge(
+    parts: Parts,
+    instance: Instance,
+    mapping: Mapping[str, str] | None = None,
+    *,
+    events: Sequence[Any] | None = None,
+) -> InstanceVerdict:
+    """The verdict on one loaded instance under the charts registered with ``engine``.
+
+    ``events`` are the instance's whole stored history when the caller has
+    read it already (its ResumePlan is then built from them, not read again).
+    """
     record = instance.record
     mapping = dict(mapping or {})
 
@@ -220,7 +230,10 @@ def judge(parts: Parts, instance: Instance, mapping: Mapping[str, str] | None = 
     breaking = breaking_changes(parts, record.name, record.fingerprint, chart)
     if not missing:
         try:
-            parts.reads.plan(instance.id, chart)
+            if events is None:
+                parts.reads.plan(instance.id, chart)
+            else:
+                resume_plan(events, chart)
         except CheckpointUndecodable as error:
             return verdict(Verdict.PARKS, f"its checkpoint does not decode under the new chart: {error}")
         except CheckpointError as error:

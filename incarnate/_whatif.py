@@ -116,7 +116,7 @@ def replay_all(
     results: list[WhatIf] = []
     for done, (instance, events) in enumerate(_histories(parts, live), start=1):
         record = instance.record
-        verdict = judge(parts, instance, mapping) if verdicts else None
+        verdict = judge(parts, instance, mapping, events=events) if verdicts else None
         run = recorded_run(events, [(a.site, a.key, a.generation) for a in record.activations])
         outcome = _replayed(parts, instance, run, shared)
         if verdict is not None and verdict.verdict is Verdict.PARKS:

@@ -9,11 +9,15 @@ anew anyway, so a dry run never goes stale.
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import attrs
 
 from incarnate._engine import Engine
 from incarnate._migration import InstanceVerdict, apply, check, summary
 from incarnate._migration import parse_mapping as parse_pairs
+from incarnate._whatif import WhatIf, replay_all, replay_summary
+from projections import ReplayVerdict
 from statechart import JsonValue
 from statechart.errors import IncarnateError
 
@@ -25,12 +29,24 @@ def parse_mapping(text: str) -> dict[str, str]:
 
 @attrs.frozen
 class MigrationView:
-    """A dry run: the verdicts on the chart's live instances, or why none could be taken."""
+    """A dry run: the verdicts on the chart's live instances and their what-if replays, or why not."""
 
     chart: str
     mapping: dict[str, str]
     verdicts: tuple[InstanceVerdict, ...] = ()
     error: str | None = None
+    replays: tuple[WhatIf, ...] = ()
+    """The what-if replay of each instance's recorded inputs under the console's charts."""
+
+    @property
+    def replayed(self) -> dict[UUID, ReplayVerdict]:
+        """Each instance's replay verdict, by id."""
+        return {r.instance_id: r.replay for r in self.replays}
+
+    @property
+    def replay_counts(self) -> dict[str, JsonValue]:
+        """How many instances each replay outcome has."""
+        return replay_summary(self.replays)
 
     @property
     def counts(self) -> dict[str, JsonValue]:
@@ -50,6 +66,8 @@ class MigrationView:
             "error": self.error,
             "summary": self.counts,
             "verdicts": [v.to_json() for v in self.verdicts],
+            "replay": self.replay_counts,
+            "replays": [r.to_json() for r in self.replays],
         }
 
 
@@ -59,7 +77,9 @@ def dry_run(engine: Engine, chart: str, mapping: dict[str, str]) -> MigrationVie
         verdicts = check(engine.parts, chart=chart, mapping=mapping)
     except IncarnateError as err:
         return MigrationView(chart, mapping, error=str(err))
-    return MigrationView(chart, mapping, tuple(verdicts))
+    ids = {v.instance_id for v in verdicts}
+    replays = replay_all(engine.parts, chart=chart, mapping=mapping, ids=ids)
+    return MigrationView(chart, mapping, tuple(verdicts), replays=tuple(replays))
 
 
 def apply_migration(engine: Engine, chart: str, mapping: dict[str, str]) -> str:
