@@ -134,6 +134,7 @@ def list_instances(
     in_flight: bool | None = None,
     limit: int | None = None,
     offset: int = 0,
+    in_state: str | None = None,
 ) -> Page:
     """The listed instances that pass every filter given, newest change first, one page of them.
 
@@ -143,7 +144,9 @@ def list_instances(
     ``roots`` roots only; ``owner`` the rows that engine owns; ``prefix``
     ids that start with it (case-insensitive); ``since`` rows changed at or
     after that store time; ``in_flight`` unfinished (True) or finished
-    (False) rows. ``limit`` None or 0 means every row.
+    (False) rows; ``in_state`` the chart instances whose current
+    configuration holds that state (read from their stored snapshots).
+    ``limit`` None or 0 means every row.
     """
     if statuses is not None:
         unknown = sorted(set(statuses) - set(STATUSES))
@@ -168,6 +171,8 @@ def list_instances(
         and (since is None or row.changed_at >= since)
         and (in_flight is not False or row.finished)
     ]
+    if in_state is not None:
+        rows = [row for row in rows if in_state in current_states(engine, row)]
     # Newest change first; the listing's own order (first appearance) breaks ties.
     order = {row.id: n for n, row in enumerate(rows)}
     rows.sort(key=lambda row: (-row.changed_at, order[row.id]))
@@ -186,13 +191,21 @@ def state_counts(engine: Engine, chart_name: str) -> dict[str, int]:
     counts: dict[str, int] = dict.fromkeys(chart.ids[1:], 0) if chart is not None else {}
     engine.listing.catch_up()
     for row in engine.listing.rows(in_flight=True):
-        if row.name != chart_name or row.kind != InstanceKind.CHART.value:
+        if row.name != chart_name:
             continue
-        with contextlib.suppress(UnknownInstance, CodecError):
-            snapshot = engine.instance(row.id, fresh=False).record.snapshot_parts
-            for state in (snapshot or {}).get("configuration", ()):
-                counts[state] = counts.get(state, 0) + 1
+        for state in current_states(engine, row):
+            counts[state] = counts.get(state, 0) + 1
     return counts
+
+
+def current_states(engine: Engine, row: ListingRow) -> tuple[str, ...]:
+    """The active states of a listed chart instance, from its stored snapshot (none for a task or unread)."""
+    if row.kind != InstanceKind.CHART.value:
+        return ()
+    with contextlib.suppress(UnknownInstance, CodecError):
+        snapshot = engine.instance(row.id, fresh=False).record.snapshot_parts
+        return tuple((snapshot or {}).get("configuration", ()))
+    return ()
 
 
 # ------------------------------------------------------------ one instance

@@ -74,6 +74,12 @@ def _row(row: ListingRow) -> tuple[str, ...]:
 )
 @click.option("--chart", metavar="NAME", help="keep the instances of this chart (or task) name")
 @click.option("--roots", is_flag=True, help="list roots only")
+@click.option(
+    "--state",
+    "in_state",
+    metavar="STATE",
+    help="keep the chart instances whose current configuration holds this state (with --chart NAME)",
+)
 @click.option("--owner", metavar="ENGINE", help="keep the instances this engine owns")
 @click.option(
     "--since",
@@ -96,6 +102,7 @@ def list_(
     statuses: tuple[str, ...],
     chart: str | None,
     roots: bool,
+    in_state: str | None,
     owner: str | None,
     since: str | None,
     limit: int,
@@ -108,7 +115,17 @@ def list_(
     """List the instances in flight (or all), from the recovery listing, most recently changed first."""
     if limit < 0:
         raise CommandError(f"--limit must be 0 (no limit) or more, got {limit}")
+    if in_state is not None and chart is None:
+        raise CommandError(
+            f"--state {in_state!r} needs --chart NAME: state ids belong to a chart, "
+            f"e.g. incarnate list --chart order --state {in_state}"
+        )
     with opened(StoreOptions(db, charts, tasks)) as engine:
+        known = engine.charts.get(chart) if chart is not None else None
+        if in_state is not None and known is not None and in_state not in known.index:
+            raise CommandError(
+                f"chart {chart!r} has no state {in_state!r}; its states are {', '.join(known.ids[1:])}"
+            )
         after = None if since is None else since_of(since, engine.clock.now())
         page = _inspect.list_instances(
             engine,
@@ -119,6 +136,7 @@ def list_(
             since=after,
             in_flight=None if all_ or statuses else True,
             limit=limit,
+            in_state=in_state,
         )
         details = _inspect.row_details(engine, page.rows) if as_json else None
         where = engine.storage.describe()
@@ -126,7 +144,7 @@ def list_(
         emit_json(page.to_json(details))
         return 0
     if not page.rows:
-        if statuses or chart or owner or since:
+        if statuses or chart or owner or since or in_state:
             out(f"no {'root ' if roots else ''}instances match in {where}")
         else:
             what = "instances" if all_ else "instances in flight"

@@ -1,4 +1,4 @@
-"""A chart's states as an SVG picture of nested boxes, laid out here from the chart's structure.
+"""A chart's states as an SVG picture of nested boxes and transition arrows, laid out from the chart.
 
 The picture is drawn from a :class:`~statechart.Shape` (a registered chart's
 ``shape``, or the shape an engine recorded with the instances), so a console
@@ -18,6 +18,7 @@ from html import escape
 
 import attrs
 
+from incarnate.console._arrows import arrows
 from statechart.shape import Shape
 
 _CHAR = 7.2
@@ -85,7 +86,9 @@ def _draw(
     active: Collection[str],
     counts: Mapping[str, int] | None,
     out: list[str],
+    places: dict[str, tuple[float, float, float, float]],
 ) -> None:
+    places[box.id] = (x, y, box.width, box.height)
     on = box.id in active
     classes = f"state {box.kind}" + (" active" if on else "")
     stroke = ' stroke="#d9480f" stroke-width="3"' if on else ' stroke="#495057" stroke-width="1"'
@@ -117,7 +120,7 @@ def _draw(
                 f'<line x1="{line_x:.1f}" y1="{y + _HEADER:.1f}" x2="{line_x:.1f}" '
                 f'y2="{y + box.height - 4:.1f}" stroke="#868e96" stroke-dasharray="5 4"/>'
             )
-        _draw(kid, x + dx, y + dy, active, counts, out)
+        _draw(kid, x + dx, y + dy, active, counts, out, places)
     out.append("</g>")
 
 
@@ -126,18 +129,25 @@ def diagram_svg(
     active: Collection[str] = (),
     *,
     counts: Mapping[str, int] | None = None,
+    guards: Mapping[tuple[str, int], str] | None = None,
 ) -> str:
-    """The states of ``shape`` as an SVG document fragment; ``active`` states highlighted.
+    """The states of ``shape`` and its transitions as an SVG document fragment; ``active`` states highlighted.
 
-    With ``counts``, each state shows how many instances are in it.
+    With ``counts``, each state shows how many instances are in it. Each
+    transition is an arrow from its source to its target labelled
+    ``event [guard]``; ``guards`` names the guard of a transition by its
+    (source, position) (see :func:`~incarnate.console._arrows.guard_names`;
+    without a name a guarded transition reads ``[guard]``).
     """
     children = _tree(shape)
     extra = 0.0 if counts is None else 5 * _CHAR
     top = [_layout(state, kind, children, extra) for state, kind in children.get(None, [])]
     root = _arrange(shape.chart, "root", top)
     out: list[str] = []
+    places: dict[str, tuple[float, float, float, float]] = {}
     for dx, dy, box in root.children:
-        _draw(box, dx, dy - _HEADER, set(active), counts, out)
+        _draw(box, dx, dy - _HEADER, set(active), counts, out, places)
+    out.extend(arrows(shape, places, guards or {}))
     width, height = root.width, root.height - _HEADER
     title = escape(shape.chart)
     return (

@@ -31,6 +31,8 @@ from incarnate._inspect import (
     tree_json,
 )
 from incarnate.cli._common import redact
+from incarnate.console._arrows import guard_names
+from incarnate.console._arrows import rows as transition_rows
 from incarnate.console._console import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -72,6 +74,8 @@ def _filters(request: Request) -> dict[str, Any]:
     unknown = sorted(set(statuses) - set(STATUSES))
     if unknown:
         raise Refused(400, f"unknown status {', '.join(unknown)}; choose among {', '.join(STATUSES)}")
+    if query.get("in_state") and not query.get("chart"):
+        raise Refused(400, "in_state needs a chart: state ids belong to a chart (add chart=NAME)")
     return {
         "statuses": statuses or None,
         "chart": query.get("chart") or None,
@@ -79,6 +83,7 @@ def _filters(request: Request) -> dict[str, Any]:
         "owner": query.get("owner") or None,
         "prefix": (query.get("q") or "").strip() or None,
         "in_flight": in_flight,
+        "in_state": query.get("in_state") or None,
         "limit": limit,
         "offset": offset,
     }
@@ -263,7 +268,10 @@ def _chart_view(engine: Engine, name: str) -> dict[str, Any]:
         "counts": counts,
         "registered": name in engine.charts,
         "parked": parked,
-        "diagram": None if shape is None else Markup(diagram_svg(shape, active, counts=counts)),
+        "diagram": None
+        if shape is None
+        else Markup(diagram_svg(shape, active, counts=counts, guards=guard_names(engine.charts.get(name)))),
+        "transitions": [] if shape is None else transition_rows(shape, guard_names(engine.charts.get(name))),
     }
 
 

@@ -1,4 +1,5 @@
-"""What-if replay: recorded inputs re-run through a new chart, each instance classified, nothing written."""
+"""What-if replay: recorded inputs re-run through a new chart, each instance classified, nothing written;
+and ``incarnate list --state``, which finds the instances a replay names by their current state."""
 
 from __future__ import annotations
 
@@ -186,3 +187,51 @@ def test_check_replay_of_an_unknown_chart_is_a_usage_error(
     )
     assert status == 2
     assert "'nope'" in err and "ticket" in err
+
+
+# --------------------------------------------------- list --state
+
+
+def test_list_state_keeps_the_instances_in_that_state(
+    capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    """Only the submitted ticket is in ``review``; only the fresh one in ``open``."""
+    db = str(store.path)
+    status, out, _ = run_cli(capsys, "list", "--chart", "ticket", "--state", "review", "--db", db)
+    assert status == 0
+    assert str(store.submitted) in out and str(store.fresh) not in out
+    status, out, _ = run_cli(capsys, "list", "--chart", "ticket", "--state", "open", "--db", db)
+    assert str(store.fresh) in out and str(store.submitted) not in out
+
+
+def test_list_state_needs_a_chart(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """``--state`` alone is refused, saying to add ``--chart``."""
+    status, _, err = run_cli(capsys, "list", "--state", "review", "--db", str(store.path))
+    assert status == 2 and "--chart" in err
+
+
+def test_list_state_names_the_states_of_a_known_chart(
+    capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    """A state the registered chart lacks is refused, listing its states."""
+    status, _, err = run_cli(
+        capsys,
+        "list",
+        "--chart",
+        "ticket",
+        "--state",
+        "nowhere",
+        "--charts",
+        f"{MODULE}:ALL_V1",
+        "--db",
+        str(store.path),
+    )
+    assert status == 2 and "'nowhere'" in err and "review" in err
+
+
+def test_list_state_matches_nothing(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """A state no instance is in lists nothing, and says so."""
+    status, out, _ = run_cli(
+        capsys, "list", "--chart", "ticket", "--state", "closed", "--db", str(store.path)
+    )
+    assert status == 0 and "no instances match" in out
