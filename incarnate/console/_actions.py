@@ -107,6 +107,11 @@ async def terminate_action(request: Request) -> Response:
 
     def terminate(engine: Engine, form: FormData) -> str:
         _root(engine, instance_id, "terminate")
+        if _text(form, "confirm").strip().lower() != str(instance_id)[:8]:
+            raise ValueError(
+                f"nothing was terminated: type {str(instance_id)[:8]} (the first 8 characters of the id) "
+                "in the confirmation box to confirm terminating this call tree"
+            )
         reason = _text(form, "reason").strip() or "terminated from the console"
         ended = engine.terminate(instance_id, reason)
         return f"terminated the call tree of {instance_id}: {ended} instance(s) cancelled"

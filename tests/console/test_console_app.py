@@ -446,7 +446,10 @@ def test_cancel_terminate_and_resolve(client: TestClient, store: Store) -> None:
     assert cancelled.startswith("ok: cancel of")
     resolve = flash_of(client, post(client, f"/instances/{store.order}/resolve", {"csrf_token": token}))
     assert resolve.startswith("error:") and "not parked" in resolve
-    ended = flash_of(client, post(client, f"/instances/{store.order}/terminate", {"csrf_token": token}))
+    unconfirmed = flash_of(client, post(client, f"/instances/{store.order}/terminate", {"csrf_token": token}))
+    assert unconfirmed.startswith("error:") and "to confirm" in unconfirmed
+    confirmed = {"csrf_token": token, "confirm": str(store.order)[:8]}
+    ended = flash_of(client, post(client, f"/instances/{store.order}/terminate", confirmed))
     assert ended.startswith("ok: terminated the call tree")
     assert client.get(f"/instances/{store.order}?format=json").json()["instance"]["status"] == "cancelled"
     child = client.get(f"/instances/{store.order}?format=json").json()["tree"]["children"][0]["id"]
