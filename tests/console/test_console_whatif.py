@@ -41,6 +41,10 @@ def swapped(gate: Chart[Any]) -> list[Chart[Any]]:
     return [chart for chart in CHARTS if chart.name != "gate"] + [gate]
 
 
+LATE_CHARTS = swapped(LATE_GATE)
+"""The release with :data:`LATE_GATE`, for ``--charts`` (the browser test)."""
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     """A fresh store with an order at its approval gate and three gates."""
