@@ -142,7 +142,7 @@ def spy_threads(engine: Engine, *methods: str) -> list[tuple[str, int]]:
 def test_many_concurrent_starts_and_sends_never_block_the_loop(make_engine: EngineFactory) -> None:
     """200 concurrent ``await start/send/result`` on one loop complete; no engine call runs on its thread."""
     engine = threaded(make_engine, APPROVAL)
-    calls = spy_threads(engine, "start", "send", "instance")
+    calls = spy_threads(engine, "start", "send", "ending")  # a handle's result reads ``ending``
     loop_thread = threading.get_ident()
 
     async def one(n: int, answers: AsyncEngine) -> JsonValue:
@@ -162,7 +162,7 @@ def test_many_concurrent_starts_and_sends_never_block_the_loop(make_engine: Engi
     assert results == [{"who": f"user-{n}", "by": f"boss-{n}"} for n in range(CONCURRENT)]
     assert probe.ticks > 0
     called = {name for name, _ in calls}
-    assert called == {"start", "send", "instance"}
+    assert called == {"start", "send", "ending"}
     assert sum(name == "start" for name, _ in calls) == CONCURRENT
     on_loop = [name for name, thread in calls if thread == loop_thread]
     assert on_loop == [], f"engine calls ran on the event loop's thread: {sorted(set(on_loop))}"
