@@ -241,7 +241,7 @@ async def instance_page(request: Request) -> Response:
                 "enabled_events": list(view["enabled"]),
             }
         )
-    return render(console, request, "instance.html", **view)
+    return render(console, request, "instance.html", refresh=REFRESH_SECONDS, **view)
 
 
 def _chart_view(engine: Engine, name: str) -> dict[str, Any]:

@@ -104,6 +104,19 @@ def test_instance_page_shows_tree_timeline_plan_and_highlighted_diagram(
     assert '<option value="reject">reject</option>' in page
 
 
+def test_instance_page_refreshes_itself_but_not_its_actions(client: TestClient, store: Store) -> None:
+    """The instance page re-reads itself (pausable with ``live``); the action forms are left as typed."""
+    page = client.get(f"/instances/{store.order}").text
+    src = f'data-src="/instances/{store.order}"'
+    assert page.count(src) == 2 and page.count("data-refresh=") == 2
+    head = page.index('id="live-head"')
+    detail = page.index('id="live-detail"')
+    actions = page.index('<section class="actions">')
+    assert head < page.index('class="facts"') < page.index("</div>", head) < actions < detail
+    assert page.index("Call tree") > detail and page.index("ResumePlan") > detail
+    assert '<input type="checkbox" id="live" checked>' in page
+
+
 def test_instance_json_has_detail_tree_timeline_and_enabled_events(client: TestClient, store: Store) -> None:
     """``?format=json`` on an instance gives its detail, call tree, timeline, plan and enabled events."""
     document = client.get(f"/instances/{store.order}?format=json").json()
