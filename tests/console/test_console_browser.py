@@ -64,14 +64,35 @@ def _wait_for(url: str, process: subprocess.Popen[str], timeout: float = 20.0) -
     pytest.fail(f"the console did not answer at {url} within {timeout:g}s")
 
 
-@contextlib.contextmanager
-def _console(store: Store) -> Iterator[str]:
+def _console(store: Store) -> contextlib.AbstractContextManager[str]:
     """The real ``incarnate console`` over ``store`` in its own process; yields its address."""
+    return serve_console(str(store.path), REPOSITORY, CHARTS)
+
+
+def browser_kit() -> Any:
+    """Playwright's ``(expect, sync_playwright)``, once Chromium and the package are known to be here."""
+    if not CHROMIUM.exists():
+        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed (pip install 'incarnate[test]')")
+    return expect, sync_playwright
+
+
+@contextlib.contextmanager
+def serve_console(db: str, directory: Path, charts: str) -> Iterator[str]:
+    """``incarnate console --db DB --charts CHARTS`` run in ``directory`` in its own process; its address.
+
+    Run from the store's own directory with a relative ``db``, the pages (and
+    the screenshots taken of them) show nothing of the machine's paths.
+    """
     port = _free_port()
-    command = [sys.executable, "-m", "incarnate", "console", "--db", str(store.path), "--port", str(port)]
+    command = [sys.executable, "-m", "incarnate", "console", "--db", db, "--port", str(port)]
     process = subprocess.Popen(
-        [*command, "--charts", CHARTS, "--token", TOKEN],
-        cwd=REPOSITORY,
+        [*command, "--charts", charts, "--token", TOKEN],
+        cwd=directory,
+        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -9,64 +9,24 @@ shows nothing of the machine.
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.console.charts import make_store
-from tests.console.test_console_browser import (
-    CHARTS,
-    CHROMIUM,
-    REPOSITORY,
-    TOKEN,
-    _free_port,
-    _shoot,
-    _unavailable,
-    _wait_for,
-)
+from tests.console.test_console_browser import CHARTS, CHROMIUM, TOKEN, _shoot, browser_kit, serve_console
 
 pytestmark = pytest.mark.slow
 
 
-@contextlib.contextmanager
-def _console(directory: Path, db: str) -> Iterator[str]:
+def _console(directory: Path, db: str) -> contextlib.AbstractContextManager[str]:
     """``incarnate console --db DB`` started in ``directory``; yields its address."""
-    port = _free_port()
-    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "incarnate", "console", "--db", db, "--port", str(port), "--charts", CHARTS]
-        + ["--token", TOKEN],
-        cwd=directory,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_for(base + "/", process)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+    return serve_console(db, directory, CHARTS)
 
 
 def test_operator_steps_through_an_order_s_history(tmp_path: Path) -> None:
     """In Chromium an operator opens time travel, steps back and forth, and sees the configuration change."""
-    if not CHROMIUM.exists():
-        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        _unavailable("the playwright package is not installed (pip install 'incarnate[test]')")
+    expect, sync_playwright = browser_kit()
     store = make_store(tmp_path / "orders.db")
     with _console(tmp_path, "orders.db") as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])

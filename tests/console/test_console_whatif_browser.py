@@ -10,65 +10,26 @@ operator terminates the demo order's call tree, which asks for the id typed.
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.console.charts import Store, make_store
-from tests.console.test_console_browser import (
-    CHROMIUM,
-    REPOSITORY,
-    TOKEN,
-    _free_port,
-    _shoot,
-    _unavailable,
-    _wait_for,
-)
+from tests.console.test_console_browser import CHROMIUM, TOKEN, _shoot, browser_kit, serve_console
 
 pytestmark = pytest.mark.slow
 
 NEW_CHARTS = "tests.console.test_console_whatif:LATE_CHARTS"
 
 
-@contextlib.contextmanager
-def _console(store: Store, charts: str) -> Iterator[str]:
+def _console(store: Store, charts: str) -> contextlib.AbstractContextManager[str]:
     """``incarnate console --db console.db`` run in the store's directory; yields its address."""
-    port = _free_port()
-    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "incarnate", "console", "--db", store.path.name, "--port", str(port)]
-        + ["--charts", charts, "--token", TOKEN],
-        cwd=store.path.parent,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        _wait_for(base + "/", process)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+    return serve_console(store.path.name, store.path.parent, charts)
 
 
 def test_what_if_report_and_a_typed_confirmation(tmp_path: Path) -> None:
     """The dry run shows the gate diverging, both configurations given; Terminate wants the id typed."""
-    if not CHROMIUM.exists():
-        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        _unavailable("the playwright package is not installed (pip install 'incarnate[test]')")
+    expect, sync_playwright = browser_kit()
     directory = tmp_path / "store"
     directory.mkdir()
     store = make_store(directory / "console.db")
