@@ -31,6 +31,7 @@ from incarnate.console._actions import (
     send_action,
     terminate_action,
 )
+from incarnate.console._bulk import bulk_action, bulk_page
 from incarnate.console._console import Console, connection_failed, environment
 from incarnate.console._host import HostRule
 from incarnate.console._pages import (
@@ -129,6 +130,8 @@ def create_app(
         Route("/instances/{id}/cancel", cancel_action, methods=["POST"]),
         Route("/instances/{id}/terminate", terminate_action, methods=["POST"]),
         Route("/instances/{id}/resolve", resolve_action, methods=["POST"]),
+        Route("/bulk", bulk_page, methods=["GET"]),
+        Route("/bulk", bulk_action, methods=["POST"]),
         Route("/charts", charts_page),
         Route("/charts/{name}", chart_page),
         Route("/charts/{name}/diagram", chart_diagram),

@@ -62,6 +62,11 @@ retries by itself), so the first page after a restart may meet two dead
 ones. A store that is down fails every run, and the page answers 503.
 """
 
+BULK_ACTIONS = ("send", "cancel", "terminate", "migrate")
+"""The bulk actions of the instance list (see :mod:`incarnate.console._bulk`)."""
+FILTER_KEYS = ("q", "status", "state", "chart", "owner", "in_state", "roots")
+"""The instance list's filters, which a bulk action carries (paging is left out: it acts on every page)."""
+
 _T = TypeVar("_T")
 
 log = logging.getLogger("incarnate.console")

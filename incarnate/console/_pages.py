@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from markupsafe import Markup
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
@@ -34,7 +35,9 @@ from incarnate.cli._common import redact
 from incarnate.console._arrows import guard_names
 from incarnate.console._arrows import rows as transition_rows
 from incarnate.console._console import (
+    BULK_ACTIONS,
     DEFAULT_LIMIT,
+    FILTER_KEYS,
     MAX_LIMIT,
     REFRESH_SECONDS,
     Console,
@@ -57,8 +60,12 @@ from statechart.errors import IncarnateError, UnknownChart
 
 
 def _filters(request: Request) -> dict[str, Any]:
-    """The listing filters of the query string, validated; raises :class:`Refused` (400)."""
-    query = request.query_params
+    """The listing filters of the request's query string, validated; raises :class:`Refused` (400)."""
+    return filters_of(request.query_params)
+
+
+def filters_of(query: QueryParams) -> dict[str, Any]:
+    """The listing filters of ``query``, validated; raises :class:`Refused` (400)."""
     statuses = [s for s in query.getlist("status") if s]
     state = query.get("state", "")
     in_flight = {"in_flight": True, "finished": False}.get(state)
@@ -130,6 +137,8 @@ async def instances_page(request: Request) -> Response:
         else None,
         next=_query(request, offset=page.offset + len(page.rows)) if page.left_off else None,
         refresh=REFRESH_SECONDS,
+        filter_items=[(k, v) for k, v in request.query_params.multi_items() if k in FILTER_KEYS and v],
+        bulk_actions=BULK_ACTIONS,
     )
 
 
