@@ -284,6 +284,19 @@ class InstanceDetail:
         return self.parent is None
 
     @property
+    def traceback(self) -> str | None:
+        """The traceback a failed task or action left with its error, when it left one."""
+        found = self.error.get("traceback") if isinstance(self.error, dict) else None
+        return found if isinstance(found, str) else None
+
+    @property
+    def error_shown(self) -> JsonValue:
+        """The error without its traceback (which a page shows on its own)."""
+        if isinstance(self.error, dict) and "traceback" in self.error:
+            return {k: v for k, v in self.error.items() if k != "traceback"}
+        return self.error
+
+    @property
     def slot(self) -> str | None:
         """``site[key]#generation`` for a child; None for a root."""
         if self.site is None:
@@ -331,8 +344,8 @@ def _timers(snapshot: dict[str, Any] | None) -> tuple[TimerView, ...]:
     return tuple(sorted(timers, key=lambda t: t.deadline))
 
 
-def detail_of(instance: Instance, row: ListingRow | None = None) -> InstanceDetail:
-    """The detail of a loaded instance (``row``: its listing row, for the time it last changed)."""
+def detail_of(instance: Instance) -> InstanceDetail:
+    """The detail of a loaded instance; ``changed_at`` is the time of its last event."""
     record = instance.record
     ref = record.parent
     snapshot = record.snapshot_parts  # the top-level parts: no O(slots) rebuild of the child slots
@@ -361,14 +374,14 @@ def detail_of(instance: Instance, row: ListingRow | None = None) -> InstanceDeta
         cancel_reason=None if record.cancel is None else record.cancel.reason,
         pending_messages=len(record.inbox),
         children=len(record.activations),
-        changed_at=None if row is None else row.changed_at,
+        changed_at=instance.modified_on.timestamp(),
     )
 
 
 def instance_detail(engine: Engine, instance_id: UUID) -> InstanceDetail:
     """The detail of one instance, read fresh from the store (raises ``UnknownInstance``)."""
     instance = engine.instance(instance_id)
-    return detail_of(instance, engine.listing.get(instance_id))
+    return detail_of(instance)
 
 
 def enabled_events(chart: Chart[Any], configuration: Iterable[str]) -> tuple[str, ...]:

@@ -96,9 +96,6 @@ def activation_json(activation: Activation) -> dict[str, JsonValue]:
 def instance_json(instance: Instance) -> dict[str, JsonValue]:
     """One instance as it was: its detail, ``inbox`` and ``activations``."""
     document = detail_of(instance).to_json()
-    changed = instance.modified_on.timestamp()
-    document["changed_at"] = iso(changed)
-    document["changed_at_epoch"] = changed
     document["label"] = label(instance)
     document["inbox"] = [message_json(m) for m in instance.record.inbox]
     document["activations"] = [activation_json(a) for a in instance.record.activations]

@@ -9,6 +9,7 @@ needs of the engine only what :class:`~incarnate._work.Workshop` names.
 
 from __future__ import annotations
 
+import traceback
 from typing import assert_never
 
 from aggregates import (
@@ -175,14 +176,35 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
         return Decision("failed", str(error))
 
 
+MAX_TRACEBACK_CHARS = 8_000
+"""The most of a failure's traceback stored with it: the end of it, where the error was raised."""
+
+
+def traceback_text(error: BaseException) -> str:
+    """``error``'s traceback as Python prints it, with its causes; at most :data:`MAX_TRACEBACK_CHARS`.
+
+    A longer one keeps its end (the innermost frames and the error itself),
+    after a first line saying how much was left out.
+    """
+    text = "".join(traceback.format_exception(error))
+    if len(text) <= MAX_TRACEBACK_CHARS:
+        return text
+    tail = text[-MAX_TRACEBACK_CHARS:]
+    return f"[the first {len(text) - len(tail)} characters of this traceback were left out]\n{tail}"
+
+
 def _fail_on_error(
     workshop: Workshop, uow: UnitOfWork, instance: Instance, error: Exception, now: float
 ) -> None:
-    """A macrostep that cannot be computed fails the instance, loudly, with an incident."""
+    """A macrostep that cannot be computed fails the instance, loudly, with an incident.
+
+    The instance's ``Failed`` keeps the traceback (an action's exception is
+    the step error's cause); the parent is told the error and message only.
+    """
     kind = "runaway-macrostep" if type(error).__name__ == "RunawayMacrostep" else "step-error"
     instance.record_incident(kind, str(error), park=False)
     detail: dict[str, JsonValue] = {"error": type(error).__name__, "message": str(error)}
-    instance.fail(detail)
+    instance.fail({**detail, "traceback": traceback_text(error)})
     uow.tell_parent(instance, now, error_invoke_event, detail)
 
 

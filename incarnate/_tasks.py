@@ -22,7 +22,7 @@ import attrs
 
 from aggregates import Instance, InstanceStatus, Ref
 from incarnate import _tracing
-from incarnate._process import Decision
+from incarnate._process import Decision, traceback_text
 from incarnate._work import UnitOfWork, Workshop
 from incarnate.errors import EngineError, LoopGone
 from statechart import JsonValue
@@ -144,6 +144,7 @@ def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
         return Decision("parked", f"unknown task {record.name!r}")
     call = TaskCall(instance_id, facts.ref, facts.attempt, record.input)
     failure: dict[str, JsonValue] | None = None
+    trace = ""
     raised: Exception | None = None
     output: JsonValue = None
     try:
@@ -155,6 +156,7 @@ def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
     except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
         raised = error  # logged once the failure is committed (a fenced outcome is no fact)
         failure = {"error": type(error).__name__, "message": str(error)}
+        trace = traceback_text(error)
     fresh = False  # this engine's last copies of the task and its parent; a stale one conflicts
     along = True  # step the parent in the same commit (not after that failed or was refused)
     for _ in range(20):
@@ -170,7 +172,7 @@ def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
             uow.end_cancelled(task, now)
             kind = "cancelled"
         elif failure is not None:
-            task.fail(failure)
+            task.fail({**failure, "traceback": trace})  # the task keeps it; the parent is told what failed
             uow.tell_parent(task, now, error_invoke_event, failure)
             kind = "failed"
         else:

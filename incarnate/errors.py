@@ -237,8 +237,12 @@ class InstanceFailed(EngineError):
     def __init__(self, instance_id: UUID, error: JsonValue) -> None:
         self.instance_id = instance_id
         self.error = error
+        said = error
+        if isinstance(error, dict) and "traceback" in error:  # kept in ``error``; too long for a message
+            said = {key: value for key, value in error.items() if key != "traceback"}
         super().__init__(
-            f"instance {instance_id} failed: {error!r}; its events show why: incarnate timeline {instance_id}"
+            f"instance {instance_id} failed: {said!r}; its events show why: incarnate timeline {instance_id}"
+            + (f" (its traceback: incarnate show {instance_id})" if said is not error else "")
         )
 
 

@@ -187,7 +187,10 @@ def render_detail(detail: _inspect.InstanceDetail) -> list[str]:
     if detail.kind == InstanceKind.CHART.value:
         field("context", _json_text(detail.context))
     field("output", _json_text(detail.output))
-    field("error", "-" if detail.error is None else _json_text(detail.error))
+    field("error", "-" if detail.error is None else _json_text(detail.error_shown))
+    if detail.traceback is not None:
+        lines.append("traceback:")
+        lines.extend(f"  {line}" for line in detail.traceback.rstrip("\n").splitlines())
     field("incidents", str(len(detail.incidents)) if detail.incidents else "none")
     for incident in detail.incidents:
         parked = ", parked" if incident.parked else ""
@@ -269,7 +272,10 @@ def tree(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: s
     print_tree(node)
     for n, error in failed:  # the tree says "failed"; say why, as `show` does
         where = "root" if n.ref is None else f"{slot(n.ref.site, n.ref.key)}#{n.ref.generation}"
-        out(f"error of {n.kind} {n.name!r} {where} id {str(n.id)[:8]}: {_json_text(error)}")
+        said = error  # its traceback is long: `incarnate show ID` prints it
+        if isinstance(error, dict):
+            said = {key: value for key, value in error.items() if key != "traceback"}
+        out(f"error of {n.kind} {n.name!r} {where} id {str(n.id)[:8]}: {_json_text(said)}")
     return 0
 
 

@@ -109,3 +109,18 @@ def test_trees_events_and_state_counts(engine: Engine) -> None:
     assert [e.timestamp for e in events] == sorted(e.timestamp for e in events)
     counts = state_counts(engine, "parent")
     assert counts["gathering"] == 2 and counts["reviewing"] == 0
+
+
+def test_changed_at_is_the_time_of_the_last_event_even_before_the_listing_folds_it(tmp_path: Path) -> None:
+    """An instance's detail says when its last event happened, read from the instance, not the listing."""
+    path = str(tmp_path / "changed.db")
+    with Engine(charts.ALL, {"charge": decline}, storage=Storage.sqlite(path)) as engine:
+        parent = engine.start("parent", {"members": []})
+        engine.run_until_idle()
+        first = instance_detail(engine, parent).changed_at
+        engine.cancel(parent, "later")  # another process would not have folded this into its listing yet
+        last = engine.events_of(parent)[-1]
+        detail = instance_detail(engine, parent)
+        assert detail.changed_at == last.timestamp.timestamp() and first is not None
+        assert detail.changed_at > first
+        assert detail.to_json()["changed_at_epoch"] == detail.changed_at
