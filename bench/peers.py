@@ -357,14 +357,14 @@ def label() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def engine_on(place: Place, runner: Any = None, role: str = "bench") -> Engine:
-    """An incarnate engine over ``place`` with the bench's charts and tasks."""
+def engine_on(place: Place, runner: Any = None, role: str = "bench", engine_id: str | None = None) -> Engine:
+    """An incarnate engine over ``place`` with the bench's charts and tasks (``engine_id``: a fixed one)."""
     return Engine(
         CHARTS,
         TASKS,
         storage=Storage.from_url(place.url),
         runner=runner,
-        engine_id=f"peers-{role}-{label()}",
+        engine_id=engine_id or f"peers-{role}-{label()}",
     )
 
 
@@ -566,7 +566,7 @@ def child_crash(spec: dict[str, Any], place: Place) -> None:
     if not os.environ.get(HOLD_VARIABLE):
         raise CheckFailed(f"the crashing process needs {HOLD_VARIABLE} set")
     if spec["side"] == "incarnate":
-        engine = engine_on(place, ThreadedRunner(workers=spec["threads"]), "crashing")
+        engine = engine_on(place, ThreadedRunner(workers=spec["threads"]), engine_id=spec["engine_id"])
         say("ready")
         begin = time.perf_counter()
         ids = [str(engine.start(STEPS)) for _ in range(count)]
@@ -587,7 +587,7 @@ def child_recover(spec: dict[str, Any], place: Place) -> None:
     """A fresh process: say when it begins recovering, recover, and say when the call returned."""
     if spec["side"] == "incarnate":
         say("begin", t0=time.time())
-        engine = engine_on(place, ThreadedRunner(workers=spec["threads"]), "recovering")
+        engine = engine_on(place, ThreadedRunner(workers=spec["threads"]), engine_id=spec["engine_id"])
         resumed = engine.resume_all()
         say("ready", ready=time.time(), resumed=resumed)
         hear(HOLD_SECONDS)
@@ -1059,8 +1059,13 @@ def measure_recovery(
     count = options.pending
     place = backend.fresh(side, label_)
     incarnate = IncarnateStore(place) if side == "incarnate" else None
+    # The restarted process is the same engine (its id), as DBOS's is the same executor: it takes
+    # its own trees back at once. A new engine id would wait for the killed one's heartbeat to lapse.
+    node = f"peers-node-{label()}"
     crashing = Child(
-        spec_for("crash", side, place, count=count, threads=options.threads), directory, hold=True
+        spec_for("crash", side, place, count=count, threads=options.threads, engine_id=node),
+        directory,
+        hold=True,
     )
     try:
         crashing.expect("ready", STARTUP_SECONDS)
@@ -1083,7 +1088,8 @@ def measure_recovery(
     try:
         if observer.completed():
             raise CheckFailed(f"{side} completed a workflow whose first step was held")
-        with Child(spec_for("recover", side, place, threads=options.threads), directory) as recovering:
+        recover = spec_for("recover", side, place, threads=options.threads, engine_id=node)
+        with Child(recover, directory) as recovering:
             t0 = recovering.expect("begin", STARTUP_SECONDS)["t0"]
             ready: dict[str, Any] | None = None
             first = last = 0.0

@@ -35,6 +35,7 @@ from eventsourcing.persistence import IntegrityError, Notification
 from eventsourcing.utils import get_topic
 
 from aggregates import Instance
+from incarnate import _ownership
 from incarnate import _placement as placement
 from incarnate._manager import DEFAULT_LOCK_ID, RecoveryManager, RecoverySettings
 from incarnate._runners import ThreadedRunner
@@ -52,6 +53,11 @@ WATCHDOG_INTERVAL = 5.0
 """Seconds between two looks of the watchdog at the held instances (see :meth:`Worker._watch`)."""
 WATCHDOG_BATCH = 500
 """The most held instances the watchdog looks at per look (the rest at the next ones, in turn)."""
+
+PAST_LIFE_FIRST_BATCH = 10
+"""Trees a restarted worker takes back in its first claim (small, so the first run at once)."""
+PAST_LIFE_BATCH = 100
+"""Trees a restarted worker takes back per claim after the first."""
 
 PLACEMENT_GRACE = 2.0
 """Seconds a new root placed on another worker may stay unowned before it is placed again."""
@@ -127,6 +133,8 @@ class Worker:
         self.manager: RecoveryManager | None = None
         self._watched_at = time.monotonic()
         self._watch_queue: list[UUID] = []
+        self._past_life: list[UUID] | None = None
+        """The roots a past life of this engine id left, to take back (None: not looked for yet)."""
         self._elsewhere: dict[UUID, tuple[float, int]] = {}
         """New roots placed on another worker: when, and after how many grace periods (follower only)."""
         self._stopping = threading.Event()
@@ -168,6 +176,17 @@ class Worker:
             raise
         engine.parts.heartbeat.configure(group=self.group, lease=self.lease)
         engine.parts.heartbeat.start()
+        self._past_life = None
+        try:
+            self._past_life = self._left_by_a_past_life()
+        except Exception as error:  # noqa: BLE001 - the follower looks again, and takes them back then
+            log.warning(
+                "worker %s could not look for the call trees a past life of its id left (%s); "
+                "the follower looks again",
+                engine.engine_id,
+                error,
+                extra=self._fields(),
+            )
         self.runner.start()
         self._spawn(self._follow, "incarnate-follower")
         if self.manager is not None:
@@ -276,6 +295,7 @@ class Worker:
                 self.coordination.wait(self.poll_interval)
                 if self._stopping.is_set():
                     return
+                self._take_back()
                 self.catch_up()
                 self._take_unclaimed()
                 self._watch()
@@ -294,6 +314,50 @@ class Worker:
                 self._stopping.wait(pause)
             else:
                 failures = 0
+
+    def _left_by_a_past_life(self) -> list[UUID]:
+        """The in-flight roots this engine id owns but this engine does not hold: a past life's.
+
+        A worker restarted with the id it had (``incarnate worker
+        --engine-id``) finds its past life's call trees owned by its own id,
+        whose heartbeat is live again: no other engine may take them, so it
+        takes them back itself, at once. Looked for before this engine runs
+        anything, so every root it does not hold is a past life's.
+        """
+        engine = self.engine
+        listing = engine.listing
+        listing.catch_up()
+        holdings = engine.parts.holdings
+        return [
+            row.id
+            for row in listing.rows(in_flight=True, roots=True)
+            if row.owner == engine.engine_id and not holdings.holds(row.id)
+        ]
+
+    def _take_back(self) -> None:
+        """Take over the trees a past life of this engine id left (once; again after a failure).
+
+        A claim bumps each tree's incarnation, so a past life that is in
+        fact still running (two workers given one id) is fenced, never
+        doubled.
+        """
+        if self._past_life is None:
+            self._past_life = self._left_by_a_past_life()
+        if not self._past_life:
+            return
+        engine = self.engine
+        log.info(
+            "worker %s takes back %d call tree(s) a past life of its id left",
+            engine.engine_id,
+            len(self._past_life),
+            extra=self._fields(),
+        )
+        size = PAST_LIFE_FIRST_BATCH
+        while self._past_life and not self._stopping.is_set():
+            batch = self._past_life[:size]
+            _ownership.take_over_batch(engine.parts, batch, reason=f"taken back by worker {engine.engine_id}")
+            del self._past_life[:size]
+            size = PAST_LIFE_BATCH
 
     def catch_up(self) -> int:
         """Read the notification log up to its head and act on it; returns notifications acted on.

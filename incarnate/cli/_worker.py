@@ -145,6 +145,14 @@ def _positive(option: str, value: float) -> None:
     help="run no recovery manager here (another worker of the group sweeps dead workers' trees)",
 )
 @click.option(
+    "--engine-id",
+    default=None,
+    metavar="ID",
+    help="a name for this worker that outlives its process (default: host:pid:random, new at every "
+    "start): restarted with the same ID after a crash, it takes its own call trees back at once "
+    "instead of waiting for its old heartbeat to lapse. Give each worker its own ID",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LEVELS),
     default="info",
@@ -163,6 +171,7 @@ def worker(
     recovery_ttl: float,
     recovery_scan_interval: float,
     no_recovery: bool,
+    engine_id: str | None,
     log_level: str,
 ) -> int:
     """Serve a store as one worker of an engine group until SIGTERM or SIGINT."""
@@ -175,6 +184,11 @@ def worker(
     if not recovery_ttl >= 0:
         raise CommandError(f"--recovery-ttl must be 0 or more seconds, got {recovery_ttl:g}")
     _positive("--recovery-scan-interval", recovery_scan_interval)
+    if engine_id is not None and not (engine_id.strip() and len(engine_id) <= 63 and engine_id.isprintable()):
+        raise CommandError(
+            f"--engine-id must be 1 to 63 printable characters, got {engine_id!r}; name the worker after "
+            "its host and role (web-1, batch-2)"
+        )
     storage = command_storage(db, existing=False)
     chart_list = load_charts(charts)
     task_table = load_tasks(tasks) if tasks else {}
@@ -186,7 +200,11 @@ def worker(
     )
     try:
         engine = Engine(
-            chart_list, task_table, storage=storage, runner=ThreadedRunner(threads, task_workers=task_threads)
+            chart_list,
+            task_table,
+            storage=storage,
+            runner=ThreadedRunner(threads, task_workers=task_threads),
+            engine_id=engine_id,
         )
     except ChartInvalid as err:
         problems = "\n".join(f"  - {problem}" for problem in err.exceptions)

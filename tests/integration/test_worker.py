@@ -215,6 +215,61 @@ def test_a_signal_stops_gracefully_and_frees_what_the_worker_held(
         assert " stopped" in running.output()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_worker_restarted_with_its_engine_id_takes_its_trees_back_at_once(
+    kind: str, tmp_path: Path
+) -> None:
+    """SIGKILLed and restarted with ``--engine-id``, a worker runs its gates again before its lease ends."""
+    with store(kind, tmp_path) as (_, db, engine):
+        options = ("--engine-id", "node-1", "--lease", "60", "--no-recovery")
+        with worker(tmp_path, db, *options) as first:
+            assert first.engine_id == "node-1"
+            gates = start_in_client(db, "gate", count=3)
+            held = wait_for(lambda: all(owner(engine, g) == "node-1" for g in gates), 10.0)
+            assert held is not None, first.output()
+            incarnations = [engine.instance(g).record.incarnation for g in gates]
+            first.process.kill()
+            first.process.wait(10)
+        assert engine.parts.coordination.is_live("node-1")  # its lease has a minute to run
+        with worker(tmp_path, db, *options) as second:
+            taken = wait_for(
+                lambda: all(
+                    engine.instance(g).record.incarnation > i
+                    for g, i in zip(gates, incarnations, strict=True)
+                ),
+                10.0,
+            )
+            assert taken is not None, second.output()
+            assert "takes back 3 call tree(s) a past life of its id left" in second.output()
+            sent = run(sys.executable, "-m", "incarnate", "send", str(gates[0]), "answer", "--db", db)
+            assert sent.returncode == 0, sent.stderr
+            assert wait_for(lambda: status(engine, gates[0]) == "done", 10.0) is not None, second.output()
+            second.terminate()
+        assert [status(engine, g) for g in gates[1:]] == ["running", "running"]
+
+
+def test_an_engine_id_must_be_a_short_printable_name(tmp_path: Path) -> None:
+    """``--engine-id`` that is empty, too long or unprintable is refused (status 2) with what to give."""
+    for bad in ("", "x" * 64, "a\tb"):
+        refused = run(
+            sys.executable,
+            "-m",
+            "incarnate",
+            "worker",
+            "--charts",
+            CHARTS_PATH,
+            "--tasks",
+            TASKS_PATH,
+            "--db",
+            str(tmp_path / "s.db"),
+            "--engine-id",
+            bad,
+        )
+        assert (
+            refused.returncode == 2 and "--engine-id must be 1 to 63 printable characters" in refused.stderr
+        )
+
+
 def test_a_password_in_a_store_url_never_appears(tmp_path: Path) -> None:
     """With ``--db postgresql://USER:secret@...``, no output, log line or error shows the password."""
     with store("postgres", tmp_path) as (storage, _, engine):
