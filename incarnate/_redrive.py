@@ -163,11 +163,33 @@ def last_good_version(history: History, instance: Instance) -> int:
     return good
 
 
+def check_fits(parts: Parts, instance: Instance) -> None:
+    """Refuse a redrive whose checkpoint does not fit the chart registered now: it would only park again."""
+    record = instance.record
+    chart = parts.catalog.charts.get(record.name)
+    if chart is None:
+        raise RedriveRefused(
+            instance.id, f"chart {record.name!r} is not registered with this engine; open it with that chart"
+        )
+    if record.snapshot is None:
+        return  # it failed before its first macrostep: the redrive takes that step
+    try:
+        check_snapshot(chart, SnapshotCodec(chart).decode(record.snapshot))
+    except IncarnateError as error:
+        raise RedriveRefused(
+            instance.id,
+            f"its checkpoint does not fit the chart {record.name!r} registered now ({error}), so it would "
+            f"park again; register the chart version it ran, or map its states onto this one "
+            f"(incarnate migrate {instance.id} --map OLD=NEW)",
+        ) from error
+
+
 def redrive(parts: Parts, history: History, instance_id: UUID, reason: str, *, dry_run: bool) -> Redrive:
     """Record a redrive of a failed or parked root (unless ``dry_run``); the caller tells the runner."""
     for _ in range(MAX_CONFLICT_RETRIES):
         instance = parts.reads.instance(instance_id)
         good = last_good_version(history, instance)
+        check_fits(parts, instance)
         was = instance.record.status.value
         if dry_run:
             return Redrive(instance_id, was, good, reason, False)

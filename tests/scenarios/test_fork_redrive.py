@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import attrs
 import pytest
 
 from aggregates import Instance, InstanceStatus
-from incarnate import Engine, ForkRefused, RedriveRefused, VirtualClock
+from incarnate import Engine, ForkRefused, RedriveRefused, Storage, VirtualClock
 from incarnate.testing import memory_engine
-from statechart import Chart, Event, always, assign, state, transition
+from statechart import Chart, Event, always, assign, final, state, transition
 from tests.scenarios import charts
 
 
@@ -141,3 +142,28 @@ def test_a_child_is_not_redriven_on_its_own(engine: Engine) -> None:
     kid = engine.children(parent)[0]
     with pytest.raises(RedriveRefused, match=f"redrive or fork its root {parent}"):
         engine.redrive(kid.id)
+
+
+def test_a_parked_root_is_redriven_once_its_chart_fits_again(tmp_path: Path) -> None:
+    """Parked by a release that dropped its state, then redriven under the chart it ran: it runs on."""
+    path = str(tmp_path / "parked.db")
+    renamed = Chart("gate", state("pending", on=[transition("answer", "answered")]), final("answered"))
+    with Engine([charts.GATE], {}, storage=Storage.sqlite(path)) as before:
+        gate = before.start("gate").id
+        before.run_until_idle()
+    with Engine([renamed], {}, storage=Storage.sqlite(path)) as release:
+        release.resume_all()  # meets the stored 'waiting', which the release lacks: parks the root
+        parked = release.instance(gate)
+        assert parked.record.status is InstanceStatus.PARKED
+        with pytest.raises(RedriveRefused, match=r"does not fit the chart 'gate' registered now"):
+            release.redrive(gate, "still the wrong chart")
+    with Engine([charts.GATE], {}, storage=Storage.sqlite(path)) as rolled_back:
+        done = rolled_back.redrive(gate, "rolled the release back")
+        assert (done.was, done.written) == ("parked", True)
+        assert done.version == parked.record.incidents[-1].at_version - 1
+        assert _names(rolled_back, rolled_back.instance(gate))[-1] == "Redriven"
+        rolled_back.run_until_idle()
+        assert rolled_back.instance(gate).record.status is InstanceStatus.RUNNING
+        rolled_back.send(gate, "answer", "yes")
+        rolled_back.run_until_idle()
+        assert rolled_back.instance(gate).record.status is InstanceStatus.DONE
