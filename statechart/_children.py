@@ -54,6 +54,11 @@ class SiteRun(Protocol):
         ...
 
     @property
+    def event(self) -> Event:
+        """The event being processed (``_event``), as the chart sees it."""
+        ...
+
+    @property
     def config(self) -> Set[int]:
         """The active states (indices)."""
         ...
@@ -167,6 +172,12 @@ def birth(run: SiteRun, state: int, site: Site, key: str, input: JsonValue, char
     run.next_generation += 1
     invoke_id = InvokeId(site.id, key, generation)
     state_id = run.chart.ids[state]
+    if site.id_location is not None:
+        # SCXML 6.4: idlocation receives the id of this invocation, known once its generation is
+        try:
+            run.context = site.id_location(run.context, run.event, invoke_name(run.chart, invoke_id))
+        except Exception as error:  # noqa: BLE001 - reported as error.execution; the child is still born
+            run.fail(state_id, f"idlocation of site {site.id}", error)
     run.put_slot(ChildSlot(site.id, key, generation, 1, SlotStatus.RUNNING, state_id, input, run.steps))
     child = chart if chart is not None else site.chart
     run.effects.append(BirthChild(invoke_id, child, site.task, input, 1, _lineage(run, site), state_id))
@@ -329,12 +340,17 @@ def cancel_state_children(run: SiteRun, state: int) -> None:
             _drop(run, slot)
 
 
-def send_to_children(run: SiteRun, site_id: str, key: str | None, event: Event) -> None:
-    """Deliver ``event`` to the running incarnations of a site (one key, or all)."""
+def send_to_children(
+    run: SiteRun, site_id: str, key: str | None, event: Event, generation: int | None = None
+) -> None:
+    """Deliver ``event`` to the running incarnations of a site (one key, or all; one generation, or any)."""
     targets = [
         slot
         for slot in run.slots.values()
-        if slot.site == site_id and slot.status is SlotStatus.RUNNING and (key is None or slot.key == key)
+        if slot.site == site_id
+        and slot.status is SlotStatus.RUNNING
+        and (key is None or slot.key == key)
+        and (generation is None or slot.generation == generation)
     ]
     if not targets:
         run.internal.append(
@@ -347,6 +363,94 @@ def send_to_children(run: SiteRun, site_id: str, key: str | None, event: Event) 
         return
     for slot in targets:
         run.effects.append(SendToChild(slot.invoke_id, event))
+
+
+def invoke_name(chart: Chart[Any], invoke_id: InvokeId) -> str:
+    """The invocation's id as the chart sees it (SCXML's invoke id, 6.4.1).
+
+    The site's id, unless the site's id was generated (an ``<invoke>`` that
+    gives none): then ``<state>.<generation>``, the id of the site's state
+    and the incarnation's generation, which the parent allocated and
+    recorded with the birth, so recovery names it the same.
+    """
+    site = chart.site_by_id.get(invoke_id.site)
+    if site is None or not site.generated_id:
+        return invoke_id.site
+    return f"{chart.ids[chart.site_state[site.id]]}.{invoke_id.generation}"
+
+
+def invocation_named(chart: Chart[Any], name: str) -> tuple[tuple[Site, ...], int | None] | None:
+    """The sites an invoke id names (``#_<name>``), and the generation a generated one names.
+
+    ``None`` when no site can have an invocation of that name: neither a
+    site's own id nor ``<state>.<generation>`` for a state with a site
+    whose id was generated.
+    """
+    site = chart.site_by_id.get(name)
+    if site is not None and not site.generated_id:
+        return (site,), None
+    state, dot, number = name.rpartition(".")
+    index = chart.index.get(state) if dot else None
+    if index is None or not (number.isascii() and number.isdigit()) or number != str(int(number)):
+        return None
+    generated = tuple(site for site in chart.sites[index] if site.generated_id)
+    return (generated, int(number)) if generated else None
+
+
+def send_to_invocation(run: SiteRun, name: str, event: Event) -> None:
+    """Deliver ``event`` to the running invocation ``name`` (a ``<send target="#_<name>">``, 6.2.4)."""
+    named = invocation_named(run.chart, name)
+    if named is None:
+        raise ValueError(f"no site has an invocation named {name!r}")  # checked when the send ran
+    sites, generation = named
+    if generation is None:
+        send_to_children(run, sites[0].id, None, event)
+        return
+    for site in sites:
+        if any(slot.site == site.id and slot.generation == generation for slot in run.slots.values()):
+            send_to_children(run, site.id, None, event, generation)
+            return
+    send_to_children(run, sites[0].id, None, event, generation)  # none running: error.communication
+
+
+def presented(chart: Chart[Any], event: Event) -> Event:
+    """``event`` as the chart processes it: an event from a child names its invocation (6.4.1).
+
+    For a site whose id was generated, ``_event.invokeid`` is the
+    invocation's name and the child's outcome events are
+    ``done.invoke.<name>`` and ``error.invoke.<name>``; the event as stored
+    names the site (its ``invoke_id`` is what the slot is checked against).
+    Any other event is returned as it is.
+    """
+    invoke_id = event.invoke_id
+    if invoke_id is None:
+        return event
+    site = chart.site_by_id.get(invoke_id.site)
+    if site is None or not site.generated_id:
+        return event
+    name = invoke_name(chart, invoke_id)
+    renamed = event.name
+    for outcome in ("done.invoke.", "error.invoke."):
+        if event.name == outcome + site.id:
+            renamed = outcome + name
+    return attrs.evolve(event, name=renamed, invoke_name=name)
+
+
+def detach(chart: Chart[Any], event: Event) -> Event:
+    """An event from one of ``chart``'s children as an ordinary event: no longer evidence about a slot.
+
+    It keeps what the chart saw of it (its name, ``_event.invokeid`` and
+    ``_event.origin``) but not its ``invoke_id``, so no slot is checked or
+    changed when it is processed. SCXML processes such events: the copy an
+    autoforwarding parent sends the child of every external event, the
+    child's own included (6.4), and an event the child sent that was queued
+    before its invocation was cancelled (6.4: only events that arrive after
+    the cancellation are ignored). Any other event is returned as it is.
+    """
+    if event.invoke_id is None:
+        return event
+    shown = presented(chart, event)
+    return attrs.evolve(shown, invoke_id=None, invoke_name=shown.invocation)
 
 
 def autoforward(run: SiteRun, event: Event) -> None:

@@ -27,10 +27,11 @@ from typing import Any, Generic, TypeVar, Union, get_args, get_origin
 import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_unstructure_fn, override
 
 from statechart import errors
 from statechart._chart import Chart
-from statechart._event import JsonValue
+from statechart._event import Event, JsonValue
 from statechart._snapshot import ChildSlot, Snapshot, slot_changes
 from statechart.errors import StrictTypeError
 
@@ -187,6 +188,11 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_collection, _strict_collection)
     converter.register_structure_hook_func(is_json_type, _json_hook)
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
+    # Stored only when set (an autoforwarded copy, an event of a cancelled invocation), so that
+    # every other event is stored exactly as before the field existed.
+    converter.register_unstructure_hook(
+        Event, make_dict_unstructure_fn(Event, converter, invoke_name=override(omit_if_default=True))
+    )
     return converter
 
 

@@ -48,16 +48,25 @@ class Event:
     """A named event with optional JSON data.
 
     ``invoke_id`` is set on events that come from a child (its completion,
-    failure or messages). ``send_id`` is SCXML's ``_event.sendid`` (6.2): the
+    failure or messages): it is evidence about one of the receiver's child
+    slots. ``send_id`` is SCXML's ``_event.sendid`` (6.2): the
     id the author gave the ``send`` that delivered the event, and ``None``
     when none was given (the timer that delivers a send or an ``after`` has
     an id of its own, :attr:`Timer.id`, which stays out of the event).
     ``origin`` is ``_event.origin``: where a reply can be sent (``#_parent``,
     ``#_<invokeid>``, ``#_scxml_<sessionid>``), set on events a chart sent
     and ``None`` on events sent from outside; an event from a child
-    (``invoke_id`` set) has origin ``#_<invokeid>`` (see :attr:`reply_to`).
+    has origin ``#_<invokeid>`` (see :attr:`reply_to`).
     ``_event.origintype`` is the SCXML processor's URI whenever there is an
     origin.
+
+    ``invoke_name`` is the invocation's id as the chart sees it
+    (``_event.invokeid``, :attr:`invocation`) when it is not the site's id:
+    the interpreter sets it on the event a chart processes, and it stays on
+    an event that came from an invocation but is no longer evidence about a
+    slot (``invoke_id`` is ``None``): the copy an autoforwarding parent sends
+    back to the child, and an event that was queued before its invocation
+    was cancelled (see :func:`statechart.event.detach`).
     """
 
     name: str
@@ -66,15 +75,22 @@ class Event:
     send_id: str | None = None
     invoke_id: InvokeId | None = None
     origin: str | None = None
+    invoke_name: str | None = None
+
+    @property
+    def invocation(self) -> str | None:
+        """``_event.invokeid``: the id of the invocation the event came from, or ``None``."""
+        if self.invoke_name is not None:
+            return self.invoke_name
+        return self.invoke_id.site if self.invoke_id is not None else None
 
     @property
     def reply_to(self) -> str | None:
         """``_event.origin``: the target that reaches the sender, or ``None`` for an outside event."""
         if self.origin is not None:
             return self.origin
-        if self.invoke_id is not None:
-            return f"#_{self.invoke_id.site}"
-        return None
+        invocation = self.invocation
+        return f"#_{invocation}" if invocation is not None else None
 
 
 @attrs.frozen

@@ -27,8 +27,11 @@ from statechart._children import (
     absorb_child_event,
     autoforward,
     cancel_state_children,
+    invocation_named,
+    presented,
     reconcile_sites,
     send_to_children,
+    send_to_invocation,
 )
 from statechart._codec import context_from_input
 from statechart._effects import (
@@ -428,7 +431,7 @@ class Run:
         if target.startswith("#_scxml_"):
             self.unreachable(target, name, "no event I/O processor reaches another session", send_id)
             return
-        if target != "#_parent" and target[2:] not in self.chart.site_by_id:
+        if target != "#_parent" and invocation_named(self.chart, target[2:]) is None:
             self.unreachable(target, name, "no such invoke id", send_id)
             return
         event = Event(name, data, EventKind.EXTERNAL, send_id)
@@ -442,7 +445,7 @@ class Run:
         if target == "#_parent":
             self.effects.append(SendToParent(event))
         else:
-            send_to_children(self, target[2:], None, attrs.evolve(event, origin="#_parent"))
+            send_to_invocation(self, target[2:], attrs.evolve(event, origin="#_parent"))
 
     def unreachable(self, target: str, name: str | None, reason: str, send_id: str | None = None) -> None:
         """SCXML 6.2: a send the processor cannot dispatch raises ``error.communication``."""
@@ -853,7 +856,7 @@ class Run:
                 self.execute(chart.ids[ROOT], initial.actions, initial.label)
             self.enter_states([initial])
         else:
-            self.event = event
+            self.event = presented(chart, event)
             verdict = Verdict.DELIVER
             if event.invoke_id is not None:
                 verdict = absorb_child_event(self, event)
@@ -864,7 +867,7 @@ class Run:
             if chart.autoforward_states and event.kind is EventKind.EXTERNAL:
                 autoforward(self, event)
             if verdict is Verdict.DELIVER:
-                enabled = self.select(chart.matching(event.name))
+                enabled = self.select(chart.matching(self.event.name))
                 if enabled:
                     self.microstep(enabled)
                 elif event.invoke_id is None and len(self.effects) == forwarded:
@@ -989,7 +992,7 @@ def _check_event(chart: Chart[C], snapshot: Snapshot[C], event: Event) -> None:
         raise errors.InvalidEvent(
             f"snapshot belongs to chart {snapshot.chart!r}, not {chart.name!r}; step it with its own chart"
         )
-    if event.invoke_id is None and event.name.startswith(_OUTCOMES):
+    if event.invoke_id is None and event.invoke_name is None and event.name.startswith(_OUTCOMES):
         raise errors.InvalidEvent(
             f"chart {chart.name!r}: event {event.name!r} reports a child outcome but carries no "
             "invoke_id; build it with done_invoke_event()/error_invoke_event()"

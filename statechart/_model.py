@@ -106,7 +106,7 @@ TextExpr: TypeAlias = "str | Callable[[Any, Event], str]"
 """A name: a constant string or a function of (context, event) (SCXML ``eventexpr``, ``targetexpr``…)."""
 
 IdLocation: TypeAlias = "Callable[[Any, Event, str], Any]"
-"""Stores a generated send id: ``(context, event, id) -> new context`` (SCXML ``idlocation``)."""
+"""Stores a generated send or invoke id: ``(context, event, id) -> new context`` (SCXML ``idlocation``)."""
 
 SCXML_PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
 """The type URI of the SCXML event I/O processor (SCXML Appendix C.1), the only one supported."""
@@ -540,6 +540,15 @@ class Site(Generic[C]):
     recursive site. ``choose(context)`` instead of ``chart`` picks, at each
     birth, which of the registered ``charts`` the child runs (SCXML
     ``<invoke srcexpr>``): the birth records the chart it picked.
+
+    The site's id names its children (their Refs) and, by default, each
+    invocation (SCXML's invoke id: ``_event.invokeid``, ``#_<invokeid>``,
+    ``done.invoke.<invokeid>``). With ``generated_id`` (an ``<invoke>`` that
+    gives no id) each invocation is named ``<state>.<generation>`` instead:
+    the id of the site's state and the generation of the incarnation (SCXML
+    6.4.1's ``stateid.platformid``, unique in the instance and the same
+    after recovery). ``id_location`` stores the invocation's name in the
+    context when the child is born (SCXML ``idlocation``).
     """
 
     id: str
@@ -555,6 +564,8 @@ class Site(Generic[C]):
     autoforward: bool = False
     choose: Callable[[C], str] | None = None
     charts: tuple[str, ...] = ()
+    generated_id: bool = False
+    id_location: IdLocation | None = None
 
     @property
     def chart_names(self) -> tuple[str, ...]:

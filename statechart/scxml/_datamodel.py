@@ -106,7 +106,7 @@ class EventView:
             event.send_id,
             origin,
             SCXML_PROCESSOR if origin is not None else None,
-            event.invoke_id.site if event.invoke_id is not None else None,
+            event.invocation,
             copy_json(event.data),
         )
 

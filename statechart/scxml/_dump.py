@@ -166,33 +166,6 @@ def _late_data(state_id: str, entry: tuple[Action[Any], ...]) -> list[DataInit] 
     return inits if len(inits) == len(blocks) else None
 
 
-def _id_locations(node: StateNode[Any]) -> tuple[dict[str, str], tuple[Action[Any], ...]]:
-    """Each site's ``idlocation``, and the entry without the assigns the loader builds for them (6.4).
-
-    For each ``<invoke idlocation>``, in document order, the loader puts a block
-    ``Block((Assign(AssignExpr(location, Constant(id)), "idlocation <id>"),))`` in the entry,
-    after the late-bound data (if any) and before the ``<onentry>`` handlers. An invoke with
-    ``idlocation`` takes no ``id``, so only a site whose id is the generated one can have one.
-    """
-    locations: dict[str, str] = {}
-    entry = node.entry
-    late = entry[:1] if _late_data(node.id, entry) is not None else ()
-    rest = entry[len(late) :]
-    for position, site in enumerate(node.sites):
-        first = rest[0] if rest else None
-        inner = first.actions[0] if type(first) is Block and len(first.actions) == 1 else None
-        if (
-            type(inner) is Assign
-            and type(inner.fn) is AssignExpr
-            and inner.fn.value == Constant(site.id)
-            and inner.name == f"idlocation {site.id}"
-            and site.id == generated_invoke_id(node.id, position)
-        ):
-            locations[site.id] = inner.fn.location
-            rest = rest[1:]
-    return locations, (*late, *rest)
-
-
 class _Dumper:
     """Builds the document of one chart, collecting every construct SCXML cannot say before refusing."""
 
@@ -359,7 +332,7 @@ class _Dumper:
         proper = [child for child in node.children if child.kind is not StateKind.HISTORY]
         initial = " ".join(node.initial) if node.kind is StateKind.COMPOUND and node.initial else None
         element = _Element(tag, id=node.id, initial=None if node.initial_actions else initial)
-        locations, entry = _id_locations(node)
+        entry = node.entry
         late = _late_data(node.id, entry)
         if late is not None:
             self.late = True
@@ -373,8 +346,8 @@ class _Dumper:
         self.handlers(f"exit of {where}", "onexit", node.exit, element)
         for position, t in enumerate(node.transitions):
             element.add(self.transition(node.id, position, t))
-        for site in node.sites:
-            element.add(self.invoke(where, site, locations.get(site.id)))
+        for position, site in enumerate(node.sites):
+            element.add(self.invoke(where, site, generated_invoke_id(node.id, position)))
         if node.kind is StateKind.FINAL and node.done_data is not None:
             done = _Element("donedata")
             self.payload(f"done data of {where}", node.done_data, done)
@@ -384,9 +357,37 @@ class _Dumper:
 
     # -------------------------------------------------------------- invoke
 
-    def invoke(self, where: str, site: Site[Any], id_location: str | None) -> _Element:
-        """``<invoke>`` (6.4): the child chart inline or ``srcexpr``, its input, ``<finalize>`` (6.5)."""
+    def invoke(self, where: str, site: Site[Any], generated: str) -> _Element:
+        """``<invoke>`` (6.4): the child chart inline or ``srcexpr``, its input, ``<finalize>`` (6.5).
+
+        A site whose invocations are named by the platform (``generated_id``)
+        is written without ``id``; the loader gives it the id ``generated``
+        again, so it must be that one.
+        """
         what = f"site {site.id!r} (<invoke>)"
+        if site.generated_id and site.id != generated:
+            self.problem(
+                where,
+                f"{what} names its invocations <state>.<generation> (generated_id) but its id is not "
+                f"{generated!r}, the one the loader gives an <invoke> without id there; give it that "
+                "id, or leave generated_id out",
+            )
+        id_location = None
+        if site.id_location is not None:
+            if not site.generated_id:
+                self.problem(
+                    where,
+                    f"{what} has an id and an id_location; an <invoke> takes id= or idlocation=, not "
+                    "both (6.4): set generated_id, or leave id_location out",
+                )
+            elif type(site.id_location) is IdLocation:
+                id_location = site.id_location.location
+            else:
+                self.problem(
+                    where,
+                    f"id_location {_callable_name(site.id_location)} of {what} is a Python callable; store "
+                    f"the id with idlocation (IdLocation), {_FROM_SCXML}",
+                )
         self.site_problems(where, what, site)
         content_expr = None
         if type(site.choose) is ContentChoice:
@@ -400,7 +401,7 @@ class _Dumper:
             self.scripted(where, f"idlocation of {what}")
         element = _Element(
             "invoke",
-            id=site.id if id_location is None else None,
+            id=None if site.generated_id else site.id,
             srcexpr=srcexpr,
             typeexpr=kind,
             idlocation=id_location,

@@ -363,7 +363,7 @@ class Unbound:
 
 @attrs.frozen
 class IdLocation:
-    """Stores a generated send id at ``location`` (``idlocation``, 6.2.4)."""
+    """Stores a generated send or invoke id at ``location`` (``idlocation``, 6.2.4, 6.4)."""
 
     location: str
     where: str
@@ -726,15 +726,10 @@ class _Loader:
         entry = self.handlers(node, "onentry")
         exit_ = self.handlers(node, "onexit")
         sites: list[Site[Datamodel]] = []
-        id_locations: list[Action] = []
         for element in node.elements("invoke"):
-            site, id_location = self.invoke(element, state_id, len(sites))
+            site = self.invoke(element, state_id, len(sites))
             if site is not None:
                 sites.append(site)
-            if id_location is not None:
-                id_locations.append(Block((id_location,)))
-        # each idlocation is a block of its own: a failing one stops neither the others nor <onentry>
-        entry = (*id_locations, *entry)
         if self.late and node.elements("datamodel"):
             inits: list[Action] = []
             for child in node.elements("datamodel"):
@@ -811,10 +806,14 @@ class _Loader:
             default = Transition((), tuple(t.attrs.get("target", "").split()), None, self.content(t))
         return StateNode(state_id, StateKind.HISTORY, transitions=(default,), deep=kind == "deep")
 
-    def invoke(
-        self, node: Node, state_id: str, position: int
-    ) -> tuple[Site[Datamodel] | None, Action | None]:
-        """``<invoke>`` (6.4): a site whose child chart is the document ``src`` names or the inline one."""
+    def invoke(self, node: Node, state_id: str, position: int) -> Site[Datamodel] | None:
+        """``<invoke>`` (6.4): a site whose child chart is the document ``src`` names or the inline one.
+
+        An ``<invoke>`` without ``id`` gets a site id of the loader's (one
+        token, naming the site and its children's Refs) and the site names
+        each invocation ``<state>.<generation>`` (6.4.1); ``idlocation``
+        receives that name when the child is born.
+        """
         a = node.attrs
         for first, second in (("type", "typeexpr"), ("src", "srcexpr"), ("id", "idlocation")):
             if first in a and second in a:
@@ -862,12 +861,10 @@ class _Loader:
         autoforward = a.get("autoforward", "false")
         if autoforward not in ("true", "false"):
             self.problem(node, f"autoforward={autoforward!r} must be 'true' or 'false'")
-        id_location: Action | None = None
-        if "idlocation" in a:
-            where = self.where(node, "idlocation")
-            id_location = Assign(
-                AssignExpr(a["idlocation"], Constant(site_id), where), f"idlocation {site_id}"
-            )
+        id_location = (
+            IdLocation(a["idlocation"], self.where(node, "idlocation")) if "idlocation" in a else None
+        )
+        generated = "id" not in a
         payload = self.payload(node, allow_content=False)
         kind = Text(self.code(node, "typeexpr"), "typeexpr") if "typeexpr" in a else None
         if choice is not None:
@@ -881,19 +878,22 @@ class _Loader:
                 autoforward=autoforward == "true",
                 choose=choice,
                 charts=tuple(sorted(set(choices.values()))),
+                generated_id=generated,
+                id_location=id_location,
             )
-            return site, id_location
+            return site
         if child is None:
-            return None, id_location
-        site = Site(
+            return None
+        return Site(
             site_id,
             child.name,
             None,
             InvokeInput(payload, kind),
             finalize=finalize,
             autoforward=autoforward == "true",
+            generated_id=generated,
+            id_location=id_location,
         )
-        return site, id_location
 
     def src_choice(self, node: Node) -> SrcChoice | None:
         """``srcexpr``: the documents beside this one are loaded with it, and the expression picks one (6.4).
@@ -1205,7 +1205,12 @@ def load(source: Source, *, name: str | None = None, base: Source | None = None)
 
 
 def generated_invoke_id(state_id: str, position: int) -> str:
-    """The id of the ``position``-th ``<invoke>`` of a state that gives none: one site token (6.4.1)."""
+    """The site id of the ``position``-th ``<invoke>`` of a state that gives none: one token.
+
+    It names the site and its children (their Refs, the inline child
+    chart's name); each invocation of the site is named
+    ``<state>.<generation>`` (6.4.1, :attr:`~statechart.model.Site.generated_id`).
+    """
     token = re.sub(r"[^A-Za-z0-9_-]", "_", state_id)
     return f"{token}-invoke{position or ''}"
 

@@ -106,10 +106,6 @@ DOM = (
 
 EXPECTED_FAILURES: dict[str, str] = {
     # mandatory: project faults and deviations listed in issue 29
-    "224": (
-        "deviation (issue 29): the generated invoke id is the site name, not 'stateid.platformid' "
-        "(6.4.1); _event.invokeid does not start with 's0.'"
-    ),
     "229": (
         "deviation (issue 29): autoforward does not send the child the events the child sent "
         "(6.4: every external event is forwarded), so the child never echoes childToParent"

@@ -661,13 +661,14 @@ def test_an_inline_child_document_is_written_nested_in_its_invoke() -> None:
     assert child_effects(again, ["leave"]) == [("birth", "kid", "t.kid", None)]
 
 
-def test_generated_invoke_ids_and_child_names_are_written_explicitly() -> None:
-    """An ``<invoke>`` without ``id`` gets ``<state>-invoke<n>``, a child without ``name`` ``<chart>.<id>``;
-    both are written as ``id=`` and ``name=``, which load the same (SCXML 6.4, 6.4.1)."""
+def test_generated_invoke_ids_stay_generated_and_child_names_are_written_explicitly() -> None:
+    """An ``<invoke>`` without ``id`` (site ``<state>-invoke<n>``) is written without one, so its
+    invocations stay named ``<state>.<generation>``; a child without ``name`` is written with
+    ``<chart>.<site>`` as its chart name (SCXML 6.4, 6.4.1)."""
     chart = load(invoking(f"<invoke><content>{UNNAMED}</content></invoke>" * 2))
+    assert [site.generated_id for site in chart.site_by_id.values()] == [True, True]
     text = round_trip(chart, ["leave"])
-    assert '<invoke id="s-invoke">' in text
-    assert '<invoke id="s-invoke1">' in text
+    assert "<invoke id=" not in text and flat(text).count("<invoke><content>") == 2
     assert 'name="t.s-invoke1"' in text
     assert child_effects(load(text), []) == [
         ("birth", "s-invoke", "t.s-invoke", None),
@@ -739,8 +740,8 @@ def test_autoforward_sends_external_events_to_the_child() -> None:
 
 
 def test_idlocation_stores_the_generated_id_and_leaves_the_onentry_alone() -> None:
-    """``idlocation`` receives the generated invoke id; dump writes it on the invoke, not as an
-    ``<assign>`` of the entry, for each of several invokes of a state (SCXML 6.4, 6.4.1)."""
+    """``idlocation`` receives the generated invoke id, ``<state>.<generation>``, when the child is
+    born; dump writes it on the invoke, for each of several invokes of a state (SCXML 6.4, 6.4.1)."""
     chart = load(
         invoking(
             '<onentry><log label="n" expr="n"/></onentry>'
@@ -758,10 +759,10 @@ def test_idlocation_stores_the_generated_id_and_leaves_the_onentry_alone() -> No
     assert '<invoke idlocation="other">' in text
     observed = behaviour(load(text), ["away"])
     assert {key: observed[0].variables[0][key] for key in ("iid", "other")} == {
-        "iid": "s-invoke",
-        "other": "s-invoke2",
+        "iid": "s.1",
+        "other": "s.3",
     }
-    assert observed[1].variables[0]["iid"] == "p_q-invoke"
+    assert observed[1].variables[0]["iid"] == "p.q.4"
 
 
 def test_a_child_that_invokes_a_grandchild_is_written_with_its_own_children() -> None:

@@ -527,10 +527,44 @@ def test_invoke_births_the_child_document_with_its_params(tmp_path: Path) -> Non
 
 
 def test_invoke_idlocation_stores_the_generated_id(tmp_path: Path) -> None:
-    """idlocation receives the invoke id the processor generates (6.4.1)."""
+    """idlocation receives the invoke id the processor generates, ``<state>.<generation>`` (6.4.1)."""
     chart = invoking(tmp_path, 'idlocation="iid"')
+    snapshot, effects = start(chart, session=SESSION)
+    (birth,) = [e for e in effects if isinstance(e, BirthChild)]
+    assert snapshot.context["iid"] == f"s.{birth.invoke_id.generation}" == "s.1"
+    assert birth.invoke_id.site == "s-invoke", "the site id still names the site and the child's Ref"
+
+
+def test_a_generated_invoke_id_names_the_invocation_everywhere(tmp_path: Path) -> None:
+    """The generated ``<state>.<generation>`` is ``_event.invokeid``, ``_event.origin``, the
+    ``done.invoke.<id>`` name and a ``#_<id>`` target; the site's own token is no invoke id (6.4.1)."""
+    chart = invoking(
+        tmp_path,
+        'idlocation="iid"',
+        extra=(
+            '<transition event="hello"><send targetexpr="\'#_\' + iid" event="ping"/>'
+            '<send target="#_s-invoke" event="lost"/></transition>'
+            '<transition event="error.communication"><assign location="got" '
+            "expr=\"got + [_event.data['target']]\"/></transition>"
+            '<transition event="note" target="s"><assign location="got" expr="got + [_event.invokeid, '
+            '_event.origin]"/></transition>'
+            '<transition event="done.invoke.s" target="out"><assign location="got" '
+            'expr="got + [_event.name, _event.invokeid]"/></transition>'
+        ),
+        states='<state id="out"/>',
+    )
     snapshot, _ = start(chart, session=SESSION)
-    assert snapshot.context["iid"] == "s-invoke"
+    first = InvokeId("s-invoke", "", snapshot.children[0].generation)
+    assert snapshot.context["iid"] == "s.1"
+    snapshot, effects = send(chart, snapshot, "hello")
+    assert [(e.invoke_id, e.event.name) for e in effects if isinstance(e, SendToChild)] == [(first, "ping")]
+    assert snapshot.context["got"] == ["#_s-invoke"], "the site's token reaches no invocation"
+    snapshot, _ = send(chart, snapshot, child_message_event(first, "note"))  # re-enters s: generation 2
+    assert snapshot.context["got"] == ["#_s-invoke", "s.1", "#_s.1"] and snapshot.context["iid"] == "s.2"
+    second = InvokeId("s-invoke", "", snapshot.children[0].generation)
+    snapshot, _ = send(chart, snapshot, done_invoke_event(second))
+    assert snapshot.configuration == ("out",)
+    assert snapshot.context["got"] == ["#_s-invoke", "s.1", "#_s.1", "done.invoke.s.2", "s.2"]
 
 
 def test_finalize_runs_on_every_event_from_the_child_before_transitions(tmp_path: Path) -> None:
@@ -693,7 +727,8 @@ def test_event_data_that_is_not_json_raises_error_execution_and_sends_nothing() 
 
 
 def test_idlocation_survives_late_binding_and_a_failing_one_stops_no_onentry(tmp_path: Path) -> None:
-    """The invoke id is stored after late-bound data; a failing idlocation is a block of its own (6.4.1)."""
+    """The invoke id is stored when the child is born, after late-bound data and ``<onentry>``; a failing
+    idlocation stops neither the ``<onentry>`` nor the birth (6.4.1)."""
     (tmp_path / "child.scxml").write_text(CHILD)
     chart = load(
         doc(
@@ -705,9 +740,10 @@ def test_idlocation_survives_late_binding_and_a_failing_one_stops_no_onentry(tmp
         base=tmp_path,
     )
     snapshot, effects = start(chart, session=SESSION)
-    assert snapshot.context["iid"] == "s-invoke"
+    assert snapshot.context["iid"] == "s.1"
     assert snapshot.context["ran"] is True
     assert len(failures(list(effects))) == 1
+    assert len([e for e in effects if isinstance(e, BirthChild)]) == 2
 
 
 def test_a_file_is_read_in_the_encoding_its_declaration_names(tmp_path: Path) -> None:
