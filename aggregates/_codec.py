@@ -27,7 +27,7 @@ from eventsourcing.persistence import Mapper, MapperDeserialisationError, Stored
 from eventsourcing.utils import get_topic, resolve_topic
 
 from aggregates._keyed import SlotData
-from aggregates._records import Activation, Activations
+from aggregates._records import Activation, Activations, Message
 from aggregates.errors import DecodeError
 from statechart.codec import make_converter
 from statechart.effects import Effect
@@ -41,6 +41,11 @@ def make_event_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
     configure_tagged_union(Effect, converter, tag_name="effect")
+    # Set only on a message waiting in an inbox (an aggregate snapshot), never on an accepted one.
+    converter.register_unstructure_hook_factory(
+        lambda cls: cls is Message,
+        lambda cls: make_dict_unstructure_fn(cls, converter, detached=override(omit_if_default=True)),
+    )
     # The record's keyed maps are stored as their values, in order (an InstanceSnapshot).
     converter.register_unstructure_hook(SlotData, lambda slots: list(slots.values()))
     converter.register_structure_hook(

@@ -9,6 +9,7 @@ and saves them together, so a macrostep is committed whole or not at all.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
@@ -74,6 +75,25 @@ def _settle(retained: Any, ref: Ref) -> Any:
     if a is None or a.ref != ref:
         return retained
     return retained.remove((a.site, a.key))
+
+
+def _detach_cancelled(inbox: tuple[Message, ...], settled: Iterable[Settled]) -> tuple[Message, ...]:
+    """The inbox with the messages from the incarnations ``settled`` cancelled marked ``detached``.
+
+    Those messages were accepted before the cancellation: SCXML (6.4)
+    ignores only the events of a cancelled invocation that arrive after it,
+    so they are still processed, as ordinary events. One pass over the
+    inbox, and none when nothing was cancelled or nothing waits.
+    """
+    if not inbox:
+        return inbox
+    cancelled = {ref.invoke_id for ref, settlement in settled if settlement is Settlement.CANCELLED}
+    if not cancelled or not any(m.event.invoke_id in cancelled for m in inbox):
+        return inbox
+    return tuple(
+        attrs.evolve(m, detached=True) if m.event.invoke_id in cancelled and not m.detached else m
+        for m in inbox
+    )
 
 
 class Instance(Aggregate):
@@ -322,6 +342,7 @@ class Instance(Aggregate):
             retained = record.retained
             for ref, _ in self.settled:
                 retained = _settle(retained, ref)
+            inbox = _detach_cancelled(inbox, self.settled)
             aggregate.record = evolve_record(
                 record,
                 snapshot_parts=parts,
@@ -520,8 +541,9 @@ class Instance(Aggregate):
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
             retained = _settle(record.retained, self.ref)
-            if retained is not record.retained:
-                aggregate.record = evolve_record(record, retained=retained)
+            inbox = _detach_cancelled(record.inbox, ((self.ref, self.settlement),))
+            if retained is not record.retained or inbox is not record.inbox:
+                aggregate.record = evolve_record(record, retained=retained, inbox=inbox)
 
     def record_settled(self, ref: Ref, settlement: Settlement) -> None:
         """Drop the activation of ``ref``.
@@ -538,7 +560,11 @@ class Instance(Aggregate):
         if pending and type(pending[-1]) is Instance.Stepped:
             stepped: Any = pending[-1]  # the domain's metaclass makes the fields, unseen by type checkers
             pending[-1] = dataclasses.replace(stepped, settled=(*stepped.settled, (ref, settlement)))
-            self.record = evolve_record(self.record, retained=_settle(self.record.retained, ref))
+            self.record = evolve_record(
+                self.record,
+                retained=_settle(self.record.retained, ref),
+                inbox=_detach_cancelled(self.record.inbox, ((ref, settlement),)),
+            )
             return
         self.trigger_event(self.ChildSettled, ref=ref, settlement=settlement)
 

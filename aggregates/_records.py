@@ -112,13 +112,22 @@ def _slots(value: SlotData | Iterable[JsonObject]) -> SlotData:
 
 @attrs.frozen
 class Message:
-    """An accepted event waiting in an instance's inbox."""
+    """An accepted event waiting in an instance's inbox.
+
+    ``detached`` marks an event from a child whose invocation the instance
+    cancelled (it left the invoking state) after the event was accepted: it
+    was received before the cancellation, so it is still processed, as an
+    ordinary event rather than as evidence about the slot (SCXML 6.4; see
+    :func:`statechart.event.detach`). It is set when the cancellation is
+    applied, never by whoever sent the event.
+    """
 
     seq: int
     event: Event
     source: UUID | None
     sent_at: float
     key: str | None = None
+    detached: bool = False
 
 
 @attrs.frozen

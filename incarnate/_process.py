@@ -18,6 +18,7 @@ from aggregates import (
     Instance,
     InstanceKind,
     InstanceStatus,
+    Message,
     Provenance,
     Ref,
     Settlement,
@@ -44,7 +45,14 @@ from statechart.effects import (
     Stopped,
 )
 from statechart.errors import CodecError, StepError
-from statechart.event import EventKind, InvokeId, child_message_event, done_invoke_event, error_invoke_event
+from statechart.event import (
+    EventKind,
+    InvokeId,
+    child_message_event,
+    detach,
+    done_invoke_event,
+    error_invoke_event,
+)
 from statechart.snapshot import SlotChanges, SlotStatus, Snapshot, Status, slot_changes
 
 PARENT_TYPE = "Instance"
@@ -146,12 +154,13 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
             return Decision("timer", due.id)
         if message is None:
             return None
-        snapshot, effects = step(chart, current, message.event, now=now, session=str(instance.id))
+        event = _received(chart, current, message)
+        snapshot, effects = step(chart, current, event, now=now, session=str(instance.id))
         if snapshot is current and len(effects) == 1 and isinstance(effects[0], RejectedEvent):
             instance.reject(message, effects[0].reason)
             return Decision("rejected", effects[0].reason)
         instance.record_step(
-            trigger=message.event,
+            trigger=event,
             consumed=message.seq,
             timer=None,
             delta=workshop.encode_delta(chart, current, snapshot),
@@ -168,9 +177,9 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
             effects,
             now,
             careful=careful,
-            trigger=message.event,
+            trigger=event,
         )
-        return Decision("stepped", message.event.name)
+        return Decision("stepped", event.name)
     except (StepError, CodecError) as error:
         _fail_on_error(workshop, uow, instance, error, now)
         return Decision("failed", str(error))
@@ -191,6 +200,24 @@ def traceback_text(error: BaseException) -> str:
         return text
     tail = text[-MAX_TRACEBACK_CHARS:]
     return f"[the first {len(text) - len(tail)} characters of this traceback were left out]\n{tail}"
+
+
+def _received(chart: Chart[object], current: Snapshot[object], message: Message) -> Event:
+    """The event a macrostep processes for ``message``.
+
+    A message from a child whose invocation this instance cancelled after
+    accepting it (``detached``) is processed as an ordinary event (SCXML
+    6.4: only the events that arrive after the cancellation are ignored),
+    unless the slot holds another incarnation by now: evidence from an
+    older generation than the slot's current one is stale, and goes to the
+    interpreter as evidence, which rejects it (invariant 5). An event that
+    arrives after the cancellation is never marked: it is rejected too.
+    """
+    event = message.event
+    invoke_id = event.invoke_id
+    if not message.detached or invoke_id is None or current.slot(invoke_id.site, invoke_id.key) is not None:
+        return event
+    return detach(chart, event)
 
 
 def _fail_on_error(

@@ -190,8 +190,9 @@ def make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
     # Stored only when set (an autoforwarded copy, an event of a cancelled invocation), so that
     # every other event is stored exactly as before the field existed.
-    converter.register_unstructure_hook(
-        Event, make_dict_unstructure_fn(Event, converter, invoke_name=override(omit_if_default=True))
+    converter.register_unstructure_hook_factory(
+        lambda cls: cls is Event,
+        lambda cls: make_dict_unstructure_fn(cls, converter, invoke_name=override(omit_if_default=True)),
     )
     return converter
 

@@ -110,10 +110,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "deviation (issue 29): autoforward does not send the child the events the child sent "
         "(6.4: every external event is forwarded), so the child never echoes childToParent"
     ),
-    "236": (
-        "deviation (issue 29): the child's done.invoke, queued after its events, is refused once "
-        "the parent has left the invoking state (6.4, 6.5)"
-    ),
     # manual mandatory
     "178": (
         "issue 29 (178): _event.raw is not bound (the <log expr='_event.raw'> raises "

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from aggregates import Instance
 from incarnate import Engine, Storage
+from incarnate.testing import memory_engine
+from statechart.event import InvokeId
 from statechart.scxml import load
 
 NS = 'xmlns="http://www.w3.org/2005/07/scxml" version="1.0" datamodel="python"'
@@ -66,6 +69,32 @@ CASES = {
     <transition target="s02"/>
   </state>
   <state id="s02"/>
+</state>
+{VERDICTS}</scxml>""",
+    ),
+    "queued-before-cancel": (
+        "what a child sent before its invocation was cancelled is still processed, as ordinary events "
+        "that name the invocation: its messages, then its done.invoke (6.4, W3C 236)",
+        f"""<scxml {NS} initial="s0">
+<datamodel><data id="seen" expr="[]"/></datamodel>
+<state id="s0">
+  <onentry><send event="timeout" delay="1s"/></onentry>
+  <invoke id="k"><content><scxml {NS} name="queued-before-cancel-child"><final id="f"><onentry>
+    <send target="#_parent" event="first"/><send target="#_parent" event="second"/></onentry></final>
+      </scxml></content>
+    <finalize><assign location="seen" expr="seen + ['finalize ' + _event.name]"/></finalize></invoke>
+  <transition event="first" target="s1"/>
+  <transition event="*" target="fail"/>
+</state>
+<state id="s1">
+  <transition event="second" cond="_event.invokeid == 'k' and _event.origin == '#_k'">
+    <assign location="seen" expr="seen + [_event.name]"/></transition>
+  <transition event="done.invoke.k" cond="_event.invokeid == 'k'" target="s2"/>
+  <transition event="*" target="fail"/>
+</state>
+<state id="s2">
+  <transition event="timeout" cond="seen == ['finalize first', 'second']" target="pass"/>
+  <transition event="*" target="fail"/>
 </state>
 {VERDICTS}</scxml>""",
     ),
@@ -154,5 +183,34 @@ def test_invocation(name: str, tmp_path: Path) -> None:
                 break
             time.sleep(0.02)
         assert engine.instance(handle.id).record.output == "pass", CASES[name][0]
+    finally:
+        engine.close()
+
+
+def test_what_an_older_generation_sent_before_its_cancellation_is_still_stale() -> None:
+    """A child's message queued before its invocation was cancelled is rejected, and recorded, when
+    the slot already holds a newer generation (the state was re-entered): invariant 5 (6.4)."""
+    document = f"""<scxml {NS} initial="s0">
+<datamodel><data id="rounds" expr="0"/><data id="seen" expr="[]"/></datamodel>
+<state id="s0">
+  <invoke id="k"><content><scxml {NS} name="stale-child"><state id="c"><onentry>
+    <send target="#_parent" event="first"/><send target="#_parent" event="second"/></onentry></state>
+      </scxml></content></invoke>
+  <transition event="first" cond="rounds == 0" target="s0"><assign location="rounds" expr="rounds + 1"/>
+    </transition>
+  <transition event="second"><assign location="seen" expr="seen + [_event.invokeid]"/></transition>
+  <transition event="finish" target="end"/>
+</state>
+<final id="end"><donedata><content expr="seen"/></donedata></final></scxml>"""
+    engine = memory_engine([load(document, name="stale")])
+    try:
+        root = engine.start("stale").id
+        engine.run_until_idle()
+        engine.send(root, "finish")
+        engine.run_until_idle()
+        assert engine.instance(root).record.output == ["k"], "only the live generation's second counts"
+        rejected = [e for e in engine.events_of(root) if isinstance(e, Instance.EvidenceRejected)]
+        assert [(e.event.name, e.event.invoke_id) for e in rejected] == [("second", InvokeId("k", "", 1))]
+        assert "stale" in rejected[0].reason
     finally:
         engine.close()
