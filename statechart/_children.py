@@ -457,9 +457,13 @@ def autoforward(run: SiteRun, event: Event) -> None:
     """SCXML 6.4: send a copy of an external event to the running children of autoforward sites.
 
     Every external event is forwarded, those the site's own children sent
-    included (W3C 229): the child receives it as the parent did.
+    included (W3C 229): the child receives it as the parent did, with the
+    same name, ``_event.invokeid`` and ``_event.origin`` (W3C 230). An event
+    from a child is forwarded detached (:func:`detach`): to the receiving
+    child it is an ordinary event, not evidence about a slot of its own.
     """
     chart = run.chart
+    event = detach(chart, event)
     for state in chart.autoforward_states:
         if state not in run.config:
             continue

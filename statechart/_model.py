@@ -603,7 +603,8 @@ def invoke(
     its done or final error event), before the chart selects transitions on
     it (SCXML ``<finalize>``, 6.5). With ``autoforward`` every external event
     the instance processes is also sent to the site's running children (6.4),
-    except the events those children sent. ``choose`` (with ``charts``, the
+    the events those children sent included (as ordinary events, see
+    :func:`statechart.event.detach`). ``choose`` (with ``charts``, the
     charts it may return) computes the child's chart at each birth instead
     of ``chart``.
     """

@@ -106,10 +106,6 @@ DOM = (
 
 EXPECTED_FAILURES: dict[str, str] = {
     # mandatory: project faults and deviations listed in issue 29
-    "229": (
-        "deviation (issue 29): autoforward does not send the child the events the child sent "
-        "(6.4: every external event is forwarded), so the child never echoes childToParent"
-    ),
     # manual mandatory
     "178": (
         "issue 29 (178): _event.raw is not bound (the <log expr='_event.raw'> raises "
@@ -121,10 +117,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "both, while in the Python datamodel the unassigned Var1 is None (no error) and Var1.bar on "
         "the number 1 raises AttributeError, so error.execution; also <log expr=''> logs '()' "
         "(issue 29: an empty expression evaluates to ())"
-    ),
-    "230": (
-        "deviation (issue 29): autoforward does not send the child its own childToParent back, so "
-        "the child never logs the forwarded event's fields to compare with the parent's"
     ),
     # optional: the Basic HTTP Event I/O processor
     **dict.fromkeys(("201", "509", "510", "518", "519", "520", "522", "532", "534", "567", "577"), HTTP),
@@ -276,6 +268,10 @@ def _check_230(folder: Path) -> None:
     for field in fields:  # the parent's and the child's copy of childToParent, field by field
         values = _logged(field)(outcome)
         assert len(values) == 2 and values[0] == values[1], (field, outcome.logs)
+    # The copies agree on what identifies the sender, not merely on blanks.
+    (invokeid, _), (origin, _) = _logged("invokeid is")(outcome), _logged("origin is")(outcome)
+    assert _logged("name is")(outcome) == ["childToParent"] * 2, outcome.logs
+    assert re.fullmatch(r"s0\.\d+", invokeid) and origin == f"#_{invokeid}", outcome.logs
 
 
 def _check_250(folder: Path) -> None:

@@ -305,8 +305,13 @@ def test_autoforward_sends_the_child_its_own_events_with_their_fields() -> None:
     _, effects = send(chart, snapshot, message)
     (forwarded,) = [e for e in effects if isinstance(e, SendToChild)]
     assert forwarded.invoke_id == invoke_id
-    assert (forwarded.event.name, forwarded.event.data, forwarded.event.invoke_id) == (
+    # The same fields, but no incarnation: to the child it is not evidence about a child of its own.
+    copy = forwarded.event
+    assert (copy.name, copy.data, copy.kind, copy.send_id, copy.invoke_id) == (
         "from-kid",
         {"n": 1},
-        message.invoke_id,
+        message.kind,
+        None,
+        None,
     )
+    assert (copy.invocation, copy.reply_to) == (message.invocation, message.reply_to) == ("kid", "#_kid")
