@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import json
 from collections.abc import Callable, Mapping
 from types import CodeType, ModuleType
 from typing import Any
@@ -62,7 +63,8 @@ class EventView:
 
     Stored in a variable (``<assign expr="_event">``, a script's
     ``x = _event``) it becomes its JSON object (:meth:`as_json`), which it
-    equals, so that the datamodel stays JSON (W3C 329).
+    equals, so that the datamodel stays JSON (W3C 329). :attr:`raw` is the
+    event as a message: that object as JSON text.
     """
 
     name: str
@@ -84,6 +86,17 @@ class EventView:
             "invokeid": self.invokeid,
             "data": copy_json(self.data),
         }
+
+    @property
+    def raw(self) -> str:
+        """``_event.raw`` (5.10.1): the event as the SCXML event I/O processor carries it, as JSON text.
+
+        The object :meth:`as_json` gives, its fields in that order, written
+        compactly; the processor's messages never leave the engine, so this
+        is their form (a ``<param>`` name given twice is one key whose value
+        lists both values, as ``data`` has it).
+        """
+        return json.dumps(self.as_json(), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, EventView):

@@ -374,7 +374,12 @@ class IdLocation:
 
 @attrs.frozen
 class Payload:
-    """A send's or done data's data: namelist and params as a dict, or the content's value (5.7, 6.2)."""
+    """A send's or done data's data: namelist and params as a dict, or the content's value (5.7, 6.2).
+
+    Every name/value pair is kept: a name given more than once (two
+    ``<param>`` of one name, or a ``<param>`` naming a ``namelist``
+    variable) has the list of its values, in document order (W3C 178).
+    """
 
     names: tuple[str, ...] = ()
     params: tuple[tuple[str, Callable[[Datamodel, Event], Any]], ...] = ()
@@ -384,13 +389,23 @@ class Payload:
     def __call__(self, model: Datamodel, event: Event) -> JsonValue:
         if self.content is not None:
             return _json(self.content(model, event), self.where)
-        data: dict[str, JsonValue] = {}
+        pairs: list[tuple[str, JsonValue]] = []
         for name in self.names:
             if name not in model.vars:
                 raise ExpressionError(f"{self.where}: namelist names {name!r}, which the datamodel lacks")
-            data[name] = model.vars[name]
+            pairs.append((name, model.vars[name]))
         for name, value in self.params:
-            data[name] = _json(value(model, event), f"{self.where} param {name}")
+            pairs.append((name, _json(value(model, event), f"{self.where} param {name}")))
+        data: dict[str, JsonValue] = {}
+        repeated: dict[str, list[JsonValue]] = {}
+        for name, item in pairs:
+            if name in repeated:
+                repeated[name].append(item)
+            elif name in data:
+                repeated[name] = [data[name], item]
+                data[name] = repeated[name]
+            else:
+                data[name] = item
         return data
 
 

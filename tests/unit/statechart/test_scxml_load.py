@@ -219,6 +219,27 @@ def test_event_fields_of_an_external_event_sent_by_the_instance_itself() -> None
     }
 
 
+def test_event_raw_is_the_event_as_json_text_and_repeated_names_keep_every_value() -> None:
+    """_event.raw is the event's JSON object as text; a name given twice (namelist or <param>) has
+    the list of its values in document order, and a name given once stays a plain value (5.10.1, 6.2)."""
+    chart, snapshot, _ = begin(
+        doc(
+            '<datamodel><data id="raw"/><data id="data"/><data id="v" expr="1"/></datamodel>'
+            '<state id="s"><onentry><send event="ping" namelist="v"><param name="v" expr="2"/>'
+            '<param name="v" expr="[3]"/><param name="w" expr="4"/></send></onentry>'
+            '<transition event="ping" target="t"><assign location="raw" expr="_event.raw"/>'
+            '<assign location="data" expr="_event.data"/></transition></state><state id="t"/>'
+        )
+    )
+    snapshot = fire_due(chart, snapshot, 0.0)
+    assert snapshot.context["data"] == {"v": [1, 2, [3]], "w": 4}
+    assert snapshot.context["raw"] == (
+        '{"name":"ping","type":"external","sendid":null,"origin":"#_scxml_s-1",'
+        '"origintype":"http://www.w3.org/TR/scxml/#SCXMLEventProcessor","invokeid":null,'
+        '"data":{"v":[1,2,[3]],"w":4}}'
+    )
+
+
 def test_event_of_internal_and_platform_events_and_outside_events() -> None:
     """Raised events are internal, errors platform; an outside event has no sendid nor origin (5.10.1)."""
     chart, snapshot, _ = begin(
