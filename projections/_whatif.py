@@ -97,6 +97,7 @@ class RecordedRun:
                 i.trigger.name if i.trigger is not None else None,
                 repr(i.trigger.data) if i.trigger is not None else None,
                 i.trigger.invoke_id if i.trigger is not None else None,
+                i.trigger.invoke_name if i.trigger is not None else None,
                 i.trigger.kind if i.trigger is not None else None,
                 i.timer,
                 i.now - origin,

@@ -173,7 +173,7 @@ def birth(run: SiteRun, state: int, site: Site, key: str, input: JsonValue, char
     invoke_id = InvokeId(site.id, key, generation)
     state_id = run.chart.ids[state]
     if site.id_location is not None:
-        # SCXML 6.4: idlocation receives the id of this invocation, known once its generation is
+        # SCXML 6.4: idlocation receives this invocation's id, which its generation completes
         try:
             run.context = site.id_location(run.context, run.event, invoke_name(run.chart, invoke_id))
         except Exception as error:  # noqa: BLE001 - reported as error.execution; the child is still born
@@ -398,19 +398,28 @@ def invocation_named(chart: Chart[Any], name: str) -> tuple[tuple[Site, ...], in
 
 
 def send_to_invocation(run: SiteRun, name: str, event: Event) -> None:
-    """Deliver ``event`` to the running invocation ``name`` (a ``<send target="#_<name>">``, 6.2.4)."""
+    """Deliver ``event`` to the running invocation ``name`` (a ``<send target="#_<name>">``, 6.2.4).
+
+    Like :func:`send_to_children`, an invocation that is not running (any
+    more) raises ``error.communication``.
+    """
     named = invocation_named(run.chart, name)
-    if named is None:
-        raise ValueError(f"no site has an invocation named {name!r}")  # checked when the send ran
-    sites, generation = named
-    if generation is None:
-        send_to_children(run, sites[0].id, None, event)
+    if named is None:  # checked when the send ran; a delayed one may outlive a change of the chart
+        run.internal.append(
+            Event(
+                "error.communication",
+                {"site": name, "key": None, "event": event.name, "reason": "no such invoke id"},
+                EventKind.PLATFORM,
+            )
+        )
         return
-    for site in sites:
-        if any(slot.site == site.id and slot.generation == generation for slot in run.slots.values()):
-            send_to_children(run, site.id, None, event, generation)
-            return
-    send_to_children(run, sites[0].id, None, event, generation)  # none running: error.communication
+    sites, generation = named
+    site_ids = {site.id for site in sites}
+    holder = next(
+        (slot.site for slot in run.slots.values() if slot.site in site_ids and slot.generation == generation),
+        sites[0].id,
+    )
+    send_to_children(run, holder, None, event, generation)
 
 
 def presented(chart: Chart[Any], event: Event) -> Event:

@@ -396,16 +396,12 @@ class Payload:
             pairs.append((name, model.vars[name]))
         for name, value in self.params:
             pairs.append((name, _json(value(model, event), f"{self.where} param {name}")))
-        data: dict[str, JsonValue] = {}
-        repeated: dict[str, list[JsonValue]] = {}
+        grouped: dict[str, list[JsonValue]] = {}
         for name, item in pairs:
-            if name in repeated:
-                repeated[name].append(item)
-            elif name in data:
-                repeated[name] = [data[name], item]
-                data[name] = repeated[name]
-            else:
-                data[name] = item
+            grouped.setdefault(name, []).append(item)
+        data: dict[str, JsonValue] = {
+            name: values[0] if len(values) == 1 else values for name, values in grouped.items()
+        }
         return data
 
 

@@ -588,6 +588,42 @@ def test_a_generated_invoke_id_names_the_invocation_everywhere(tmp_path: Path) -
     assert snapshot.context["got"] == ["#_s-invoke", "s.1", "#_s.1", "done.invoke.s.2", "s.2"]
 
 
+def test_a_delayed_send_to_an_invocation_gone_when_it_fires_raises_error_communication(
+    tmp_path: Path,
+) -> None:
+    """A timer for ``#_<id>`` that fires after that invocation ended (a newer generation runs), or
+    after the chart lost the site, raises error.communication; nothing is sent (6.2.4)."""
+    caught = (
+        '<transition event="error.communication"><assign location="got" '
+        "expr=\"got + [_event.data['reason']]\"/></transition>"
+    )
+    for attributes, reason in (('idlocation="iid"', "no running child"), ('id="kid"', "no such invoke id")):
+        chart = invoking(
+            tmp_path,
+            attributes,
+            extra=(
+                '<transition event="hello"><send targetexpr="\'#_\' + (iid or \'kid\')" event="ping" '
+                'delay="1s"/></transition><transition event="again" target="s"/>' + caught
+            ),
+        )
+        snapshot, _ = start(chart, session=SESSION)
+        snapshot, _ = send(chart, snapshot, "hello")
+        snapshot, _ = send(chart, snapshot, "again")
+        if attributes.startswith("id="):  # the chart, as deployed by the time the timer fires, lost the site
+            (tmp_path / "parent.scxml").write_text(
+                (tmp_path / "parent.scxml")
+                .read_text()
+                .replace('<invoke src="child.scxml" id="kid"></invoke>', "")
+            )
+            chart = load(tmp_path / "parent.scxml")
+        else:
+            assert snapshot.context["iid"] == "s.2"
+        (timer,) = snapshot.timers
+        snapshot, effects = fire(chart, snapshot, timer.id, now=1.0, session=SESSION)
+        assert [e for e in effects if isinstance(e, SendToChild)] == []
+        assert snapshot.context["got"] == [reason], attributes
+
+
 def test_finalize_runs_on_every_event_from_the_child_before_transitions(tmp_path: Path) -> None:
     """<finalize> runs for each event the invoked child returns, before transitions are selected (6.5)."""
     chart = invoking(
