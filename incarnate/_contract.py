@@ -37,6 +37,7 @@ from incarnate._storage import Storage
 from incarnate.errors import ConfigurationError
 from incarnate.store import Coordination, ListingTables, Store
 from projections import ListingRow
+from statechart import JsonValue
 
 APPLICATION_NAME = "incarnate"
 """The engine's application name: the library names the events table (and its channel) after it."""
@@ -412,6 +413,54 @@ class StoreContract:
         coordination.beat("b", "batch", 30.0)
         assert set(coordination.heartbeats("batch")) == {"b"}
         assert set(coordination.heartbeats()) == {"a", "b"}
+
+    def test_a_beat_carries_the_engine_load(self, open_coordination: Callable[[], Coordination]) -> None:
+        """A beat's load reads back exactly in another opening, by group; a beat without one: unknown."""
+        coordination, other = open_coordination(), open_coordination()
+        load: dict[str, JsonValue] = {
+            "running": 2,
+            "lag": 0.25,
+            "leading": True,
+            "host": "hôte-1",
+            "pid": None,
+            "threads": [4, 4],
+            "nested": {"a": "b"},
+        }
+        coordination.beat("engine-a", "default", 30.0, load)
+        coordination.beat("engine-b", "batch", 30.0, {"running": 1})
+        coordination.beat("engine-c", "batch", 30.0)
+        assert other.loads() == {"engine-a": load, "engine-b": {"running": 1}}
+        assert other.loads("batch") == {"engine-b": {"running": 1}}
+        assert other.loads("nobody") == {}
+        coordination.retire("engine-a")
+        assert other.loads()["engine-a"] == load  # a graceful stop keeps the last report
+        coordination.beat("engine-b", "batch", 30.0)  # beating without a load: unknown again
+        assert set(other.loads()) == {"engine-a"}
+        with pytest.raises(ValueError, match="engine-d"):
+            coordination.beat("engine-d", "default", 30.0, {"when": object()})  # type: ignore[dict-item]
+        assert "engine-d" not in other.heartbeats()
+
+    def test_leaders_are_the_engines_holding_a_leader_lock(
+        self, open_coordination: Callable[[], Coordination]
+    ) -> None:
+        """Where a lock is held, leaders() names each engine with the locks it holds now; else it is None."""
+        first, second = open_coordination(), open_coordination()
+        # Names and locks of this test's own: other stores may share the server (and its locks).
+        a, b = f"engine-{uuid.uuid4().hex[:12]}", f"engine-{uuid.uuid4().hex[:12]}"
+        lock = uuid.uuid4().int & (2**62 - 1)
+        first.beat(a, "default", 30.0)
+        second.beat(b, "default", 30.0)
+        assert first.lead(lock, a) is True
+        if not self.leads_alone:
+            assert (first.leaders(), second.leaders()) == (None, None)
+            return
+        assert second.lead(lock, b) is False
+        assert second.lead(lock + 1, b) is True
+        assert second.leaders() == {a: frozenset({lock}), b: frozenset({lock + 1})}
+        first.resign(lock, a)
+        assert first.leaders() == {b: frozenset({lock + 1})}
+        second.close()
+        assert first.leaders() == {}
 
     def test_claim_skips_held_leases_and_keeps_the_order_and_limit(
         self, open_coordination: Callable[[], Coordination]

@@ -9,7 +9,7 @@ adapter passes the contract suite :class:`incarnate.testing.StoreContract`.
 
 from incarnate.errors import UnreadableRow
 from incarnate.store._memory import forget_memory_store
-from incarnate.store._port import Change, Coordination, Heartbeat, Lease, ListingTables, Store
+from incarnate.store._port import Change, Coordination, Heartbeat, Lease, ListingTables, Load, Store
 
 __all__ = [
     "forget_memory_store",
@@ -18,6 +18,7 @@ __all__ = [
     "Heartbeat",
     "Lease",
     "ListingTables",
+    "Load",
     "Store",
     "UnreadableRow",
 ]

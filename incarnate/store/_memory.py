@@ -20,9 +20,10 @@ from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, St
 from incarnate._limits import MAX_PAYLOAD_VARIABLE
 from incarnate._storage import Storage, optional_setting
 from incarnate.errors import ConfigurationError
-from incarnate.store._port import Change, Heartbeat, Lease
-from incarnate.store._sql import check_outcome
+from incarnate.store._port import Change, Heartbeat, Lease, Load
+from incarnate.store._sql import check_outcome, encode_load, read_load
 from projections import ListingRow, select_rows
+from statechart import JsonValue
 
 PERSISTENCE_MODULE = "eventsourcing.popo"
 SCHEME = "memory"
@@ -99,6 +100,8 @@ class _Shared:
         self.rows: dict[UUID, Change] = {}
         self.position = 0
         self.heartbeats: dict[str, Heartbeat] = {}
+        self.loads: dict[str, str] = {}
+        """Each engine's last load, as the JSON text a SQL store keeps (so it reads back alike)."""
         self.leases: dict[UUID, Lease] = {}
         self.inserted = threading.Condition()
         self.inserts = 0
@@ -256,12 +259,17 @@ class MemoryCoordination:
         """The host's clock."""
         return time.time()
 
-    def beat(self, engine_id: str, group: str, lease: float) -> Heartbeat:
-        """Record ``engine_id`` live for ``lease`` seconds."""
+    def beat(self, engine_id: str, group: str, lease: float, load: Load | None = None) -> Heartbeat:
+        """Record ``engine_id`` live for ``lease`` seconds, with its load."""
+        text = encode_load(engine_id, load)
         now = self.now()
         beat = Heartbeat(engine_id=engine_id, group=group, beat_at=now, expires_at=now + lease)
         with self._shared.lock:
             self._shared.heartbeats[engine_id] = beat
+            if text is None:
+                self._shared.loads.pop(engine_id, None)
+            else:
+                self._shared.loads[engine_id] = text
         return beat
 
     def retire(self, engine_id: str) -> None:
@@ -277,6 +285,18 @@ class MemoryCoordination:
         with self._shared.lock:
             beats = list(self._shared.heartbeats.values())
         return {b.engine_id: b for b in beats if group is None or b.group == group}
+
+    def loads(self, group: str | None = None) -> dict[str, dict[str, JsonValue]]:
+        """The load each engine (of ``group``) reported with its latest beat; unknown ones left out."""
+        with self._shared.lock:
+            texts = dict(self._shared.loads)
+            groups = {engine_id: beat.group for engine_id, beat in self._shared.heartbeats.items()}
+        found = {
+            engine_id: read_load(text)
+            for engine_id, text in texts.items()
+            if group is None or groups.get(engine_id) == group
+        }
+        return {engine_id: load for engine_id, load in found.items() if load is not None}
 
     def is_live(self, engine_id: str) -> bool:
         """Whether ``engine_id``'s heartbeat has not expired."""
@@ -324,6 +344,10 @@ class MemoryCoordination:
 
     def resign(self, lock_id: int, holder: str) -> None:
         """Nothing to give up."""
+
+    def leaders(self) -> dict[str, frozenset[int]] | None:
+        """None: no lock is held, every engine leads."""
+        return None
 
     def wait(self, timeout: float) -> bool:
         """Until the store's recorder commits an insert not seen by an earlier wait, or ``timeout``."""

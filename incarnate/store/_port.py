@@ -23,9 +23,14 @@ import attrs
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
 from projections import ListingRow
+from statechart import JsonValue
 
 Change = tuple[int, ListingRow]
 """A listing row to write, with its insertion sequence (used only when the row is new)."""
+
+Load = Mapping[str, JsonValue]
+"""What an engine reports of its work with a heartbeat: a small JSON object the store keeps as it is
+(a worker's is described by ``incarnate._fleet.WorkerLoad``)."""
 
 
 @attrs.frozen
@@ -111,8 +116,13 @@ class Coordination(Protocol):
 
     # ------------------------------------------------------------ heartbeats
 
-    def beat(self, engine_id: str, group: str, lease: float) -> Heartbeat:
-        """Record that ``engine_id`` is live for ``lease`` more seconds (upsert); returns the row."""
+    def beat(self, engine_id: str, group: str, lease: float, load: Load | None = None) -> Heartbeat:
+        """Record that ``engine_id`` is live for ``lease`` more seconds (upsert); returns the row.
+
+        ``load`` is the engine's report of its work, kept with the row for
+        anyone to read (:meth:`loads`) until the next beat replaces it; a beat
+        without one leaves the engine's load unknown.
+        """
         ...
 
     def retire(self, engine_id: str) -> None:
@@ -129,6 +139,15 @@ class Coordination(Protocol):
 
     def is_live(self, engine_id: str) -> bool:
         """Whether ``engine_id`` has a heartbeat that has not expired."""
+        ...
+
+    def loads(self, group: str | None = None) -> dict[str, dict[str, JsonValue]]:
+        """The load each engine (of ``group`` when given) reported with its latest beat, by engine id.
+
+        An engine whose latest beat carried none is left out: its load is
+        unknown (an engine that is not a worker, or a row written before
+        heartbeats carried loads). A retire keeps the last load reported.
+        """
         ...
 
     # -------------------------------------------------------- recovery leases
@@ -165,6 +184,17 @@ class Coordination(Protocol):
 
     def resign(self, lock_id: int, holder: str) -> None:
         """Stop leading ``lock_id`` (no-op when not leading)."""
+        ...
+
+    def leaders(self) -> dict[str, frozenset[int]] | None:
+        """The leader locks held right now, by the engine holding them; None where no lock is ever held.
+
+        PostgreSQL: the session advisory locks of the leader connections of
+        the engines that have a heartbeat row here (an engine leads through a
+        connection named after it). SQLite and memory: None, since every
+        engine leads (see :meth:`lead`); ask the engines themselves (their
+        :meth:`loads`).
+        """
         ...
 
     # --------------------------------------------------------------- wake-ups

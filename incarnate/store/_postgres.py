@@ -56,7 +56,7 @@ from psycopg.rows import DictRow
 
 from incarnate.errors import StorageError, StoreUnreachable
 from incarnate.store import _lean as lean
-from incarnate.store._port import Heartbeat
+from incarnate.store._port import Heartbeat, Load
 from incarnate.store._postgres_storage import POSTGRES_FACTORY, TIMEOUT_VARIABLES, PostgresStorage
 from incarnate.store._sql import (
     HEARTBEAT_COLUMNS,
@@ -64,6 +64,7 @@ from incarnate.store._sql import (
     HEARTBEATS_TABLE,
     LEASE_COLUMNS,
     LEASES_TABLE,
+    LOAD_COLUMN,
     ROWS_TABLE,
     Connection,
     Dialect,
@@ -71,7 +72,7 @@ from incarnate.store._sql import (
     SQLCoordination,
     SQLListingTables,
     Types,
-    coordination_creation,
+    encode_load,
 )
 
 STATEMENT_TIMEOUT_VARIABLE = "POSTGRES_STATEMENT_TIMEOUT"
@@ -685,11 +686,13 @@ class PostgresCoordination(_Postgres, SQLCoordination):
         self._listening = False
         self._held: set[int] = set()
         with self._errors("create the coordination tables"):
-            store.create(self._tables.get(), self._create)
+            store.create(self._tables.get(), self.create)
 
-    def _create(self, connection: Connection) -> None:
-        for statement in coordination_creation(self):
-            connection.execute(statement, {})
+    def add_load(self, connection: Connection) -> None:
+        """``ADD COLUMN IF NOT EXISTS``."""
+        connection.execute(
+            f"ALTER TABLE {self.table(HEARTBEATS_TABLE)} ADD COLUMN IF NOT EXISTS {LOAD_COLUMN} text", {}
+        )
 
     def clock(self) -> str:
         """The server's ``clock_timestamp()``, in seconds since the epoch."""
@@ -721,14 +724,15 @@ class PostgresCoordination(_Postgres, SQLCoordination):
         assert found is not None
         return float(found[0])
 
-    def beat(self, engine_id: str, group: str, lease: float) -> Heartbeat:
-        """Upsert ``engine_id``'s heartbeat, timed by the server."""
+    def beat(self, engine_id: str, group: str, lease: float, load: Load | None = None) -> Heartbeat:
+        """Upsert ``engine_id``'s heartbeat and its load, timed by the server."""
+        text = encode_load(engine_id, load)
         statement = sql.SQL(
-            "INSERT INTO {} (" + HEARTBEAT_COLUMNS + ") SELECT %s, %s, t.now, t.now + %s "
+            f"INSERT INTO {{}} ({HEARTBEAT_COLUMNS}, {LOAD_COLUMN}) SELECT %s, %s, t.now, t.now + %s, %s "
             "FROM (SELECT " + _NOW + " AS now) AS t " + HEARTBEAT_UPSERT + " RETURNING beat_at, expires_at"
         ).format(self._heartbeat_table)
         with self._beats.lock, self._errors("record a heartbeat"):
-            found = self._beats.get().execute(statement, (engine_id, group, float(lease))).fetchone()
+            found = self._beats.get().execute(statement, (engine_id, group, float(lease), text)).fetchone()
         assert found is not None
         return Heartbeat(
             engine_id=engine_id, group=group, beat_at=float(found[0]), expires_at=float(found[1])
@@ -856,6 +860,28 @@ class PostgresCoordination(_Postgres, SQLCoordination):
             return False
         time.sleep(0.05)  # the ended session lets go of its locks as it exits
         return True
+
+    def leaders(self) -> dict[str, frozenset[int]]:
+        """The advisory locks held by sessions named after an engine with a heartbeat row here.
+
+        The leader connection takes the engine's id as its ``application_name``
+        (see :meth:`lead`); PostgreSQL keeps at most 63 bytes of it, so an
+        engine whose id is longer is never found leading. A key of
+        ``pg_try_advisory_lock(bigint)`` is listed as its high and low halves.
+        """
+        statement = sql.SQL(
+            "SELECT a.application_name, (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid "
+            "JOIN {} h ON h.engine_id = a.application_name "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).format(self._heartbeat_table)
+        with self._tables.lock, self._errors("read who leads"):
+            rows = self._tables.get().execute(statement).fetchall()
+        held: dict[str, set[int]] = {}
+        for engine_id, lock_id in rows:
+            held.setdefault(engine_id, set()).add(int(lock_id))
+        return {engine_id: frozenset(locks) for engine_id, locks in held.items()}
 
     def resign(self, lock_id: int, holder: str) -> None:
         """Release ``lock_id`` when held."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import json
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol
@@ -20,8 +21,9 @@ from uuid import UUID
 import attrs
 
 from incarnate.errors import StorageError, UnreadableRow
-from incarnate.store._port import Change, Heartbeat, Lease
+from incarnate.store._port import Change, Heartbeat, Lease, Load
 from projections import ListingRow
+from statechart import JsonValue
 
 ROWS_TABLE = "incarnate_listing"
 TRACKING_TABLE = "incarnate_listing_tracking"
@@ -50,9 +52,11 @@ UPSERT_SET = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in ("id",
 """The columns an upsert of an existing row overwrites (its id and insertion sequence stay)."""
 LEASE_COLUMNS = "root, holder, expires_at, attempts, outcome, message"
 HEARTBEAT_COLUMNS = 'engine_id, "group", beat_at, expires_at'
+LOAD_COLUMN = '"load"'
+"""The heartbeat's load: JSON text, NULL when unknown (a column added after the table's first version)."""
 HEARTBEAT_UPSERT = (
     'ON CONFLICT (engine_id) DO UPDATE SET "group" = excluded."group", '
-    "beat_at = excluded.beat_at, expires_at = excluded.expires_at"
+    f"beat_at = excluded.beat_at, expires_at = excluded.expires_at, {LOAD_COLUMN} = excluded.{LOAD_COLUMN}"
 )
 
 RELEASED = ("succeeded", "transient", "failed", "orphan", "error")
@@ -310,13 +314,40 @@ class SQLListingTables(Dialect):
 # ------------------------------------------------------------------ the coordination
 
 
+def encode_load(engine_id: str, load: Load | None) -> str | None:
+    """A load as the JSON text the heartbeat row keeps (None stays NULL); ValueError when it is no JSON."""
+    if load is None:
+        return None
+    try:
+        return json.dumps(dict(load), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"the load engine {engine_id!r} reports with its heartbeat is not a JSON object: {error}"
+        ) from error
+
+
+def read_load(text: object) -> dict[str, JsonValue] | None:
+    """A stored load; None when there is none or it does not read as a JSON object (unknown, not an error)."""
+    if not isinstance(text, str | bytes):
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
 def coordination_creation(dialect: Dialect) -> list[str]:
-    """The statements that create the heartbeat and lease tables, idempotently."""
+    """The statements that create the heartbeat and lease tables, idempotently.
+
+    A heartbeat table written before heartbeats carried a load gains the
+    column afterwards, by the dialect's own statement (:meth:`SQLCoordination.add_load`).
+    """
     types = dialect.types
     return [
         f"CREATE TABLE IF NOT EXISTS {dialect.table(HEARTBEATS_TABLE)} ("
         f'engine_id {types.text} PRIMARY KEY, "group" {types.text} NOT NULL, '
-        f"beat_at {types.double} NOT NULL, expires_at {types.double} NOT NULL)",
+        f"beat_at {types.double} NOT NULL, expires_at {types.double} NOT NULL, {LOAD_COLUMN} {types.text})",
         f"CREATE TABLE IF NOT EXISTS {dialect.table(LEASES_TABLE)} ("
         f"root {types.uuid} PRIMARY KEY, holder {types.text} NOT NULL, expires_at {types.double} NOT NULL, "
         f"attempts {types.integer} NOT NULL, outcome {types.text} NOT NULL, message {types.text} NOT NULL)",
@@ -348,6 +379,8 @@ class SQLCoordination(Dialect):
             f"WHERE root = {mark('root')} AND holder = {mark('holder')} AND outcome = ''"
         )
         self._leases = f"SELECT {LEASE_COLUMNS} FROM {leases} ORDER BY root"
+        self._loads = f"SELECT engine_id, {LOAD_COLUMN} FROM {heartbeats} WHERE {LOAD_COLUMN} IS NOT NULL"
+        self._group_loads = f'{self._loads} AND "group" = {mark("group")}'
 
     # ------------------------------------------------------ the dialect's part
 
@@ -363,6 +396,10 @@ class SQLCoordination(Dialect):
     def session(self) -> contextlib.AbstractContextManager[Connection]:
         """The tables' connection, held (serialised) for one call."""
 
+    @abc.abstractmethod
+    def add_load(self, connection: Connection) -> None:
+        """Give a heartbeat table written before heartbeats carried a load its column (idempotently)."""
+
     @contextlib.contextmanager
     def query(self, doing: str) -> Iterator[Connection]:
         """The tables' connection for one call; the database's errors become StorageError naming ``doing``."""
@@ -376,6 +413,14 @@ class SQLCoordination(Dialect):
 
     # ------------------------------------------------------ the statements
 
+    def create(self, connection: Connection) -> None:
+        """Create what is missing of the tables (inside the dialect's creation transaction)."""
+        statements = coordination_creation(self)
+        connection.execute(statements[0], {})
+        self.add_load(connection)
+        for statement in statements[1:]:
+            connection.execute(statement, {})
+
     def heartbeats(self, group: str | None = None) -> dict[str, Heartbeat]:
         """Every heartbeat row (of ``group``)."""
         with self.query("read heartbeats") as connection:
@@ -384,6 +429,16 @@ class SQLCoordination(Dialect):
             else:
                 rows = connection.execute(self._group, {"group": group}).fetchall()
         return {r[0]: Heartbeat(r[0], r[1], float(r[2]), float(r[3])) for r in rows}
+
+    def loads(self, group: str | None = None) -> dict[str, dict[str, JsonValue]]:
+        """The load each engine (of ``group``) reported with its latest beat; unknown ones left out."""
+        with self.query("read the engines' loads") as connection:
+            if group is None:
+                rows = connection.execute(self._loads, {}).fetchall()
+            else:
+                rows = connection.execute(self._group_loads, {"group": group}).fetchall()
+        found = {row[0]: read_load(row[1]) for row in rows}
+        return {engine_id: load for engine_id, load in found.items() if load is not None}
 
     def is_live(self, engine_id: str) -> bool:
         """Whether ``engine_id``'s heartbeat has not expired by the store's clock."""

@@ -25,13 +25,14 @@ from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, St
 from incarnate._limits import MAX_PAYLOAD_VARIABLE
 from incarnate._storage import DEFAULT_SQLITE_PATH, Storage, accepted_forms, optional_setting
 from incarnate.errors import ConfigurationError, StorageError
-from incarnate.store._port import Heartbeat
+from incarnate.store._port import Heartbeat, Load
 from incarnate.store._sql import (
     HEARTBEAT_COLUMNS,
     HEARTBEAT_UPSERT,
     HEARTBEATS_TABLE,
     LEASE_COLUMNS,
     LEASES_TABLE,
+    LOAD_COLUMN,
     ROWS_TABLE,
     Connection,
     Dialect,
@@ -39,7 +40,7 @@ from incarnate.store._sql import (
     SQLCoordination,
     SQLListingTables,
     Types,
-    coordination_creation,
+    encode_load,
 )
 
 SELECT_MANY_CHUNK = 500
@@ -216,6 +217,13 @@ def _immediate(connection: sqlite3.Connection) -> Iterator[None]:
     connection.execute("COMMIT")
 
 
+def _add_column(connection: Connection, table: str, column: str, definition: str) -> None:
+    """Add ``column`` to ``table`` when it lacks it (SQLite has no ADD COLUMN IF NOT EXISTS)."""
+    columns = {values[1] for values in connection.execute(f"PRAGMA table_info({table})", {}).fetchall()}
+    if column not in columns:
+        connection.execute(f'ALTER TABLE {table} ADD COLUMN "{column}" {definition}', {})
+
+
 def _open(store: SQLiteStore, what: str, create: Callable[[Connection], None]) -> sqlite3.Connection:
     try:
         connection = store.connect()
@@ -278,11 +286,7 @@ class SQLiteListingTables(_SQLite, SQLListingTables):
 
     def add_changed_at(self, connection: Connection) -> None:
         """Add the column when the table lacks it (SQLite has no ADD COLUMN IF NOT EXISTS)."""
-        columns = {
-            values[1] for values in connection.execute(f"PRAGMA table_info({ROWS_TABLE})", {}).fetchall()
-        }
-        if "changed_at" not in columns:
-            connection.execute(f"ALTER TABLE {ROWS_TABLE} ADD COLUMN changed_at REAL NOT NULL DEFAULT 0", {})
+        _add_column(connection, ROWS_TABLE, "changed_at", "REAL NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         """Close the connection."""
@@ -301,18 +305,18 @@ class SQLiteCoordination(_SQLite, SQLCoordination):
         super().__init__(store.describe())
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self._connection = _open(store, "coordination tables", self._create)
+        self._connection = _open(store, "coordination tables", self.create)
         self._beat = (
-            f"INSERT INTO {HEARTBEATS_TABLE} ({HEARTBEAT_COLUMNS}) "
-            f"VALUES (:engine_id, :group, :beat_at, :expires_at) {HEARTBEAT_UPSERT}"
+            f"INSERT INTO {HEARTBEATS_TABLE} ({HEARTBEAT_COLUMNS}, {LOAD_COLUMN}) "
+            f"VALUES (:engine_id, :group, :beat_at, :expires_at, :load) {HEARTBEAT_UPSERT}"
         )
         self._retire = (
             f"UPDATE {HEARTBEATS_TABLE} SET beat_at = :now, expires_at = :now WHERE engine_id = :engine_id"
         )
 
-    def _create(self, connection: Connection) -> None:
-        for statement in coordination_creation(self):
-            connection.execute(statement, {})
+    def add_load(self, connection: Connection) -> None:
+        """Add the column when the table lacks it."""
+        _add_column(connection, HEARTBEATS_TABLE, "load", "TEXT")
 
     def clock(self) -> str:
         """The ``now`` parameter, from the host's clock."""
@@ -332,8 +336,9 @@ class SQLiteCoordination(_SQLite, SQLCoordination):
         """The host's clock."""
         return time.time()
 
-    def beat(self, engine_id: str, group: str, lease: float) -> Heartbeat:
-        """Upsert ``engine_id``'s heartbeat."""
+    def beat(self, engine_id: str, group: str, lease: float, load: Load | None = None) -> Heartbeat:
+        """Upsert ``engine_id``'s heartbeat and its load."""
+        text = encode_load(engine_id, load)
         now = self.now()
         beat = Heartbeat(engine_id=engine_id, group=group, beat_at=now, expires_at=now + lease)
         with self.query("record a heartbeat") as connection:
@@ -344,6 +349,7 @@ class SQLiteCoordination(_SQLite, SQLCoordination):
                     "group": group,
                     "beat_at": beat.beat_at,
                     "expires_at": beat.expires_at,
+                    "load": text,
                 },
             )
         return beat
@@ -384,6 +390,10 @@ class SQLiteCoordination(_SQLite, SQLCoordination):
 
     def resign(self, lock_id: int, holder: str) -> None:
         """Nothing to give up."""
+
+    def leaders(self) -> dict[str, frozenset[int]] | None:
+        """None: no lock is held, every engine leads."""
+        return None
 
     def wait(self, timeout: float) -> bool:
         """Sleep ``timeout`` seconds (ended early by :meth:`close`); False: SQLite never notifies."""

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,24 @@ _OLD_ROW = (
     "INSERT INTO incarnate_listing VALUES "
     "('{id}', 1, '{id}', NULL, 'chart', 'order', 'running', 'e', 3, {true})"
 )
+_OLD_HEARTBEATS = (
+    'CREATE TABLE incarnate_heartbeats (engine_id text PRIMARY KEY, "group" text NOT NULL, '
+    "beat_at {double} NOT NULL, expires_at {double} NOT NULL)"
+)
+_OLD_BEAT = "INSERT INTO incarnate_heartbeats VALUES ('old-engine', 'default', 1000.0, 1030.0)"
+
+
+def _reads_old_heartbeats(open_coordination: Callable[[], Coordination]) -> None:
+    """Opening coordinations (twice) over a heartbeat table without loads migrates it; its rows read on."""
+    for _ in range(2):  # the second opening finds the column already there
+        coordination = open_coordination()
+        try:
+            assert coordination.heartbeats()["old-engine"].beat_at == 1000.0
+            assert "old-engine" not in coordination.loads()  # written before loads: unknown
+            coordination.beat("new-engine", "default", 30.0, {"running": 1})
+            assert coordination.loads() == {"new-engine": {"running": 1}}
+        finally:
+            coordination.close()
 
 
 class TestMemoryStore(StoreContract):
@@ -75,6 +93,14 @@ class TestSQLiteStore(StoreContract):
             finally:
                 tables.close()
 
+    def test_heartbeats_written_before_loads_are_migrated(self, storage: SQLiteStorage) -> None:
+        """A heartbeat table without the load column gains it (idempotently); its old rows have no load."""
+        with contextlib.closing(sqlite3.connect(storage.path)) as connection:
+            connection.execute(_OLD_HEARTBEATS.format(double="REAL"))
+            connection.execute(_OLD_BEAT)
+            connection.commit()
+        _reads_old_heartbeats(lambda: storage.open().coordination())
+
 
 class TestPostgresStore(StoreContract):
     """PostgreSQL in a fresh schema: one leader per lock id (advisory locks), LISTEN/NOTIFY wake-ups."""
@@ -110,6 +136,22 @@ class TestPostgresStore(StoreContract):
                 assert tables.load({row_id})[row_id].changed_at == 0.0
             finally:
                 tables.close()
+
+    def test_heartbeats_written_before_loads_are_migrated(self, storage: PostgresStorage) -> None:
+        """A heartbeat table without the load column gains it (idempotently); its old rows have no load."""
+        import psycopg
+
+        with psycopg.connect(
+            host=storage.host,
+            port=storage.port,
+            dbname=storage.dbname,
+            user=storage.user,
+            autocommit=True,
+            options=f"-c search_path={storage.schema}",
+        ) as connection:
+            connection.execute(_OLD_HEARTBEATS.format(double="double precision").encode())
+            connection.execute(_OLD_BEAT.encode())
+        _reads_old_heartbeats(lambda: storage.open().coordination())
 
     def test_wait_wakes_on_an_event_saved_by_another_process(self, storage: PostgresStorage) -> None:
         """An event committed by another process wakes wait() within a second (LISTEN/NOTIFY)."""
