@@ -8,16 +8,22 @@ engines over one store never take each other's live call trees; a
 retires the heartbeat (``coordination.retire``): what the engine owned is
 claimable at once, and the recovery manager takes it without waiting for
 its ``ttl``.
+
+A beat may carry the engine's report of its work (:meth:`Heartbeat.reporting`;
+a worker reports its load, see ``incarnate._fleet``), which the console and
+``incarnate workers`` read from the store. A report that fails is logged and
+the beat goes without it: reporting never costs the engine its liveness.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
 
 from incarnate.errors import ConfigurationError
-from incarnate.store import Coordination
+from incarnate.store import Coordination, Load
 
 log = logging.getLogger("incarnate.liveness")
 
@@ -44,6 +50,7 @@ class Heartbeat:
         self._wake = threading.Event()  # set by stop() and configure(): the thread looks again at once
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._report: Callable[[], Load] | None = None
 
     def configure(self, *, group: str, lease: float) -> None:
         """Beat for ``group`` with ``lease`` from the next beat on."""
@@ -53,11 +60,27 @@ class Heartbeat:
             self.group, self.lease = group, lease
         self._wake.set()  # the thread may be waiting out a longer lease's third
 
-    def beat(self) -> None:
-        """Renew the heartbeat now (raises the store's error)."""
+    def reporting(self, report: Callable[[], Load] | None) -> None:
+        """Send ``report()`` with every beat from the next one on (None: send no report)."""
         with self._lock:
-            group, lease = self.group, self.lease
-        self._coordination().beat(self.engine_id, group, lease)
+            self._report = report
+
+    def beat(self) -> None:
+        """Renew the heartbeat now, with the report when there is one (raises the store's error)."""
+        with self._lock:
+            group, lease, report = self.group, self.lease, self._report
+        self._coordination().beat(self.engine_id, group, lease, self._load(report))
+
+    def _load(self, report: Callable[[], Load] | None) -> Load | None:
+        if report is None:
+            return None
+        try:
+            load = report()
+            json.dumps(dict(load), allow_nan=False)  # what the store would refuse, refused here
+            return load
+        except Exception as error:  # noqa: BLE001 - the beat goes without it: liveness comes first
+            log.warning("engine %s could not report its load with its heartbeat: %s", self.engine_id, error)
+            return None
 
     def start(self) -> None:
         """Beat once, then keep beating on a thread; a no-op while it beats."""

@@ -278,6 +278,11 @@ class RecoveryManager:
         self.stop()
 
     @property
+    def leading(self) -> bool:
+        """Whether this engine led its group at its last scan (False before its first and after a stop)."""
+        return self._leading is True
+
+    @property
     def running(self) -> frozenset[UUID]:
         """Roots whose handler call is still running (abandoned ones included)."""
         with self._running_lock:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
+import attrs
+
 from incarnate._clock import Clock
 from incarnate.errors import ConfigurationError
 
@@ -141,6 +143,20 @@ _LANE = threading.local()
 def on_step_lane() -> bool:
     """Whether the calling thread is one of a threaded runner's macrostep threads (no task bodies there)."""
     return getattr(_LANE, "steps", False)
+
+
+@attrs.frozen
+class RunnerLoad:
+    """What a threaded runner is doing at one moment (each count is of distinct instances)."""
+
+    running: int
+    """Instances a thread is working on now: a macrostep or task thread, or a send consuming its message."""
+    queued: int
+    """Instances waiting for a macrostep thread or a task thread."""
+    retrying: int
+    """Instances whose last unit of work raised, to be tried again (:meth:`ThreadedRunner.retrying`)."""
+    timers: int
+    """Deadlines the timer thread watches that are not due yet."""
 
 
 RETRY_BACKOFF = 0.05
@@ -397,6 +413,16 @@ class ThreadedRunner:
         """The instances whose last unit of work raised and that wait for their retry."""
         with self._lock:
             return frozenset(self._failures)
+
+    def load(self) -> RunnerLoad:
+        """How many instances are being worked on, queued, waiting for a retry, and timed, right now."""
+        with self._lock:
+            return RunnerLoad(
+                running=len(self._busy),
+                queued=len(self._queued) + len(self._tasks_queued),
+                retrying=len(self._failures),
+                timers=len({(deadline, instance_id) for deadline, _, instance_id in self._timers}),
+            )
 
     def working_on(self, instance_id: UUID) -> bool:
         """Whether ``instance_id`` is queued, being worked on, or waiting for a retry."""

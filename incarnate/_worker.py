@@ -13,6 +13,11 @@ A :class:`Worker` turns an :class:`~incarnate.Engine` (with a
   creator is not live (a web handler's plain engine, a CLI client);
 - the **recovery manager** sweeps the call trees of engines that died.
 
+Every heartbeat carries the worker's load (:meth:`Worker.load`: the units
+of work its runner is on and has queued, whether it leads its group's
+recovery, how far its follower stands behind the log), which
+``incarnate workers`` and the console's ``/workers`` page read from the store.
+
 A graceful :meth:`Worker.stop` stops taking work, lets the units of work in
 progress commit, then retires the heartbeat, so whatever the engine owned is
 claimable by the other workers at once.
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +44,7 @@ from eventsourcing.utils import get_topic
 from aggregates import Instance
 from incarnate import _ownership
 from incarnate import _placement as placement
+from incarnate._fleet import WorkerLoad
 from incarnate._manager import DEFAULT_LOCK_ID, RecoveryManager, RecoverySettings
 from incarnate._runners import ThreadedRunner
 from incarnate.errors import ConfigurationError, EngineError
@@ -130,6 +138,10 @@ class Worker:
         self.recovery = recovery
         self.position = 0
         """The last notification id the follower has read."""
+        self._head = 0
+        """The head of the notification log when the follower last read it."""
+        self._caught_up_at = time.monotonic()
+        """When the follower last read the log up to that head."""
         self.manager: RecoveryManager | None = None
         self._watched_at = time.monotonic()
         self._watch_queue: list[UUID] = []
@@ -169,12 +181,14 @@ class Worker:
         try:
             self.manager = self._manager()
             self.coordination.beat(engine.engine_id, self.group, self.lease)
-            self.position = engine.parts.journal.recorder.max_notification_id() or 0
+            self.position = self._head = engine.parts.journal.recorder.max_notification_id() or 0
+            self._caught_up_at = time.monotonic()
         except BaseException:
             with self._lock:
                 self._state = "stopped"
             raise
         engine.parts.heartbeat.configure(group=self.group, lease=self.lease)
+        engine.parts.heartbeat.reporting(lambda: self.load().to_json())
         engine.parts.heartbeat.start()
         self._past_life = None
         try:
@@ -242,6 +256,7 @@ class Worker:
         # Beats continued while the last units of work committed; now whatever the engine owned
         # is claimable at once (the recovery managers take a retired owner's trees without a ttl).
         engine.parts.heartbeat.stop(retire=True, timeout=timeout)
+        engine.parts.heartbeat.reporting(None)
         with self._lock:
             self._state = "stopped"
         self._stopped.set()
@@ -285,6 +300,27 @@ class Worker:
     ) -> None:
         """Stop gracefully (see :meth:`stop`)."""
         self.stop()
+
+    def load(self) -> WorkerLoad:
+        """What this worker is doing now: the report each of its heartbeats carries."""
+        runner = self.runner.load()
+        held, _, _ = self.engine.parts.holdings.sizes()
+        manager = self.manager
+        return WorkerLoad(
+            running=runner.running,
+            queued=runner.queued,
+            retrying=runner.retrying,
+            timers=runner.timers,
+            held=held,
+            threads=self.runner.workers,
+            task_threads=self.runner.task_workers,
+            leading=None if manager is None else manager.leading,
+            position=self.position,
+            behind=max(0, self._head - self.position),
+            lag=round(max(0.0, time.monotonic() - self._caught_up_at), 3),
+            pid=os.getpid(),
+            host=socket.gethostname(),
+        )
 
     # ------------------------------------------------------------- follower
 
@@ -365,7 +401,7 @@ class Worker:
         The follower thread calls this after every wait; tests may call it directly.
         """
         recorder = self.engine.parts.journal.recorder
-        head = recorder.max_notification_id() or 0
+        head = self._head = recorder.max_notification_id() or 0
         acted = 0
         while self.position < head and not self._stopping.is_set():
             batch = recorder.select_notifications(
@@ -373,6 +409,8 @@ class Worker:
             )
             acted += self._act(batch)
             self.position = batch[-1].id if len(batch) == BATCH else head
+        if self.position >= head:
+            self._caught_up_at = time.monotonic()
         return acted
 
     def _act(self, batch: Sequence[Notification]) -> int:
