@@ -1,7 +1,7 @@
 """The ``incarnate`` command group and :func:`main`, the one guard every command runs under.
 
 Each command is a :class:`click.Command` of its module (``_inspecting``,
-``_operating``, ``_travelling``, ``_migrating``, ``_recovering``, ``_worker``, ``_tools``),
+``_operating``, ``_travelling``, ``_migrating``, ``_recovering``, ``_worker``, ``_fleet``, ``_tools``),
 added to :data:`root` in the order ``incarnate --help`` lists them. A
 command returns its exit status.
 
@@ -47,6 +47,7 @@ from incarnate.cli._common import (
     error_code,
     redact,
 )
+from incarnate.cli._fleet import workers
 from incarnate.cli._inspecting import list_, parked, plan, show, timeline, tree
 from incarnate.cli._migrating import check, migrate
 from incarnate.cli._operating import cancel, resolve, send, start, terminate
@@ -113,6 +114,7 @@ for _command in (
     redrive,
     recover,
     worker,
+    workers,
 ):
     root.add_command(_command)
 
