@@ -33,6 +33,7 @@ from incarnate.console._actions import (
 )
 from incarnate.console._bulk import bulk_action, bulk_page
 from incarnate.console._console import Console, connection_failed, environment
+from incarnate.console._fleet import workers_page
 from incarnate.console._host import HostRule
 from incarnate.console._pages import (
     chart_diagram,
@@ -137,6 +138,7 @@ def create_app(
         Route("/charts/{name}/diagram", chart_diagram),
         Route("/charts/{name}/migrate", migrate_page, methods=["GET"]),
         Route("/charts/{name}/migrate", migrate_action, methods=["POST"]),
+        Route("/workers", workers_page),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", app=StaticFiles(directory=_HERE / "static"), name="static"),
     ]
