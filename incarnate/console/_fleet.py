@@ -24,11 +24,11 @@ async def workers_page(request: Request) -> Response:
     group = request.query_params.get("group") or None
     everyone = request.query_params.get("all") in ("1", "on", "true")
 
-    def read(engine: Engine) -> tuple[Fleet, list[str]]:
+    def read(engine: Engine) -> tuple[Fleet, list[str], str]:
         groups = sorted({beat.group for beat in engine.parts.coordination.heartbeats().values()})
-        return fleet(engine, group=group, everyone=everyone), groups
+        return fleet(engine, group=group, everyone=everyone), groups, engine.engine_id
 
-    found, groups = await console.read(read)
+    found, groups, own = await console.read(read)
     if wants_json(request):
         return json_response(found.to_json())
     query = urlencode([(k, v) for k, v in (("group", group), ("all", "1" if everyone else None)) if v])
@@ -40,6 +40,7 @@ async def workers_page(request: Request) -> Response:
         groups=groups,
         group=group,
         everyone=everyone,
+        own=own,
         query=query,
         refresh=REFRESH_SECONDS,
     )

@@ -75,6 +75,8 @@ def test_every_engine_has_a_row_with_its_state_leader_and_load(client: TestClien
     assert cells(page.text, "plain")[:3] == ["batch", "live", "?"]  # no load reported: unknown
     assert cells(page.text, "plain")[5:] == ["?", "?", "?", "?"]
     assert cells(page.text, "gone")[:3] == ["default", "retired", "-"]
+    own = re.findall(r'<td class="id">([^<]+) <span class="muted">\(this console\)</span></td>', page.text)
+    assert len(own) == 1  # the console's own engine beats, and is named as such
 
 
 def test_trees_link_to_the_instances_the_engine_owns(client: TestClient, store: Store) -> None:
