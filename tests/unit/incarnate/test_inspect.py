@@ -122,5 +122,5 @@ def test_changed_at_is_the_time_of_the_last_event_even_before_the_listing_folds_
         last = engine.events_of(parent)[-1]
         detail = instance_detail(engine, parent)
         assert detail.changed_at == last.timestamp.timestamp() and first is not None
-        assert detail.changed_at > first
+        assert detail.changed_at is not None and detail.changed_at > first
         assert detail.to_json()["changed_at_epoch"] == detail.changed_at
