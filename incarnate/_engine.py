@@ -90,7 +90,14 @@ DEFAULT_CACHE_SIZE = 50_000
 
 
 class Runner(Protocol):
-    """The port between the engine and whatever executes its work."""
+    """The port between the engine and whatever executes its work.
+
+    A runner may say ``runs_work = False`` (a class attribute): it drops
+    every notification and never runs anything (an operator's console).
+    Its engine then beats no heartbeat, so what it creates or is left
+    owning is taken over by the workers at once, never held by a process
+    that will not run it.
+    """
 
     def attach(self, engine: Engine) -> None:
         """Bind to an engine (called once by the engine)."""
@@ -224,7 +231,7 @@ class Engine:
         # it runs work, so an engine that only starts, sends and reads needs no task code.
         catalog.registry.validate(tasks=False)
         journal.record_chart_versions(catalog.charts.values())
-        if not isinstance(self._runner, DeterministicRunner):
+        if not isinstance(self._runner, DeterministicRunner) and getattr(self._runner, "runs_work", True):
             self.require_tasks()  # any other runner works as soon as it is attached
             self.parts.heartbeat.start()  # live while it runs work: no other engine takes its trees
         self._history = History(journal)

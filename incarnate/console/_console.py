@@ -100,7 +100,14 @@ def connection_failed(error: BaseException) -> bool:
 
 
 class Idle:
-    """A runner that runs nothing: the console only accepts; a worker or ``recover`` does the work."""
+    """A runner that runs nothing: the console only accepts; a worker or ``recover`` does the work.
+
+    Its engine beats no heartbeat (``runs_work``): a root the console
+    creates (a fork) is owned by an engine that is not live, so a worker
+    takes it over at once.
+    """
+
+    runs_work = False
 
     def attach(self, engine: Engine) -> None:
         """Nothing to bind."""

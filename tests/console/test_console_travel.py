@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import re
+import time
+from uuid import UUID
 
 from starlette.testclient import TestClient
 
-from tests.console.charts import Store
+from incarnate import Engine, Storage, ThreadedRunner, Worker
+from incarnate._demo import TASKS
+from tests.console.charts import CHARTS, Store
 from tests.console.test_console_app import client, csrf, flash_of, post, store
 
 
@@ -75,3 +79,18 @@ def test_redrive_needs_the_confirmation(client: TestClient, store: Store) -> Non
     assert "redrive-refused" in flash_of(client, answer)
     answer = post(client, f"/instances/{store.gate}/fork", {"version": "2"})
     assert answer.status_code == 403  # no CSRF token
+
+
+def test_a_root_the_console_forks_is_taken_over_by_a_worker_while_the_console_runs(
+    client: TestClient, store: Store
+) -> None:
+    """The console's engine runs nothing and beats no heartbeat, so a worker takes its fork at once."""
+    engine = Engine(CHARTS, TASKS, storage=Storage.sqlite(str(store.path)), runner=ThreadedRunner(2))
+    with engine, Worker(engine, recovery=None, poll_interval=0.05):
+        page = client.get(f"/instances/{store.gate}/at/2").text
+        answer = post(client, f"/instances/{store.gate}/fork", {"csrf_token": csrf(page), "version": "2"})
+        forked = UUID(answer.headers["location"].split("/instances/", 1)[1].split("?", 1)[0])
+        deadline = time.monotonic() + 10.0
+        while engine.instance(forked).record.owner != engine.engine_id and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine.instance(forked).record.owner == engine.engine_id
