@@ -687,9 +687,9 @@ class Engine:
         if not whole:
             parts.listing.catch_up()
             children = self._resume_roots(seen, held_elsewhere, first=False)
-        for child_id in children:
-            if holdings.holds(child_id):
-                continue
+        for child_id, root_id in children:
+            if root_id in seen or holdings.holds(child_id):
+                continue  # its tree was taken over above, with it (it may have finished since)
             try:
                 _ownership.take_over(
                     parts, child_id, reason="finishing the cancel cascade of an ended caller"
@@ -707,8 +707,13 @@ class Engine:
         self.left_alone = tuple(held_elsewhere)
         return holdings.acquisitions() - before
 
-    def _resume_roots(self, seen: set[UUID], held_elsewhere: list[TreeHeld], *, first: bool) -> list[UUID]:
+    def _resume_roots(
+        self, seen: set[UUID], held_elsewhere: list[TreeHeld], *, first: bool
+    ) -> list[tuple[UUID, UUID]]:
         """Take over the in-flight roots the listing holds that are not in ``seen``; the in-flight children.
+
+        Each child comes with its root's id: a child of a root taken over here
+        came with its tree, and is not looked at again.
 
         The first batch is small (:data:`RESUME_FIRST_BATCH`) when ``first``, so
         that the first trees run at once.
@@ -716,11 +721,14 @@ class Engine:
         parts = self.parts
         holdings = parts.holdings
         roots: list[UUID] = []
-        children: list[UUID] = []
+        children: list[tuple[UUID, UUID]] = []
         for row in parts.listing.rows(in_flight=True):
             if row.id in seen or (holdings.is_acquired(row.id) and holdings.holds(row.id)):
                 continue
-            (roots if row.parent is None else children).append(row.id)
+            if row.parent is None:
+                roots.append(row.id)
+            else:
+                children.append((row.id, row.root))
         seen.update(roots)
         begin, size = 0, RESUME_FIRST_BATCH if first else RESUME_BATCH
         while begin < len(roots):
