@@ -10,27 +10,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from incarnate import Engine, Storage
-from incarnate._fleet import WorkerLoad
 from incarnate.console import create_app
 from tests.console.charts import CHARTS, Store, make_store
+from tests.fleet_samples import LOAD
 
 ORIGIN = "http://127.0.0.1:8080"
 ENGINE = "web-1:4242:7e67c578"
-LOAD = WorkerLoad(
-    running=2,
-    queued=3,
-    retrying=0,
-    timers=1,
-    held=4,
-    threads=4,
-    task_threads=4,
-    leading=True,
-    position=120,
-    behind=7,
-    lag=0.31,
-    pid=4242,
-    host="web-1",
-)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,6 +103,20 @@ class TestSQLiteStore(StoreContract):
         _reads_old_heartbeats(lambda: storage.open().coordination())
 
 
+def _connect(storage: PostgresStorage) -> Any:
+    """A psycopg connection (autocommit) to ``storage``'s database, in its schema."""
+    import psycopg
+
+    return psycopg.connect(
+        host=storage.host,
+        port=storage.port,
+        dbname=storage.dbname,
+        user=storage.user,
+        autocommit=True,
+        options=f"-c search_path={storage.schema}",
+    )
+
+
 class TestPostgresStore(StoreContract):
     """PostgreSQL in a fresh schema: one leader per lock id (advisory locks), LISTEN/NOTIFY wake-ups."""
 
@@ -117,17 +132,8 @@ class TestPostgresStore(StoreContract):
 
     def test_a_listing_written_before_change_times_is_migrated(self, storage: PostgresStorage) -> None:
         """Opening a listing table without the changed_at column adds it (idempotently); old rows read 0.0."""
-        import psycopg
-
         row_id = uuid.uuid4()
-        with psycopg.connect(
-            host=storage.host,
-            port=storage.port,
-            dbname=storage.dbname,
-            user=storage.user,
-            autocommit=True,
-            options=f"-c search_path={storage.schema}",
-        ) as connection:
+        with _connect(storage) as connection:
             connection.execute(_OLD_LISTING.format(uuid="uuid").encode())
             connection.execute(_OLD_ROW.format(id=row_id, true="true").encode())
         for _ in range(2):  # the second opening finds the column already there
@@ -139,16 +145,7 @@ class TestPostgresStore(StoreContract):
 
     def test_heartbeats_written_before_loads_are_migrated(self, storage: PostgresStorage) -> None:
         """A heartbeat table without the load column gains it (idempotently); its old rows have no load."""
-        import psycopg
-
-        with psycopg.connect(
-            host=storage.host,
-            port=storage.port,
-            dbname=storage.dbname,
-            user=storage.user,
-            autocommit=True,
-            options=f"-c search_path={storage.schema}",
-        ) as connection:
+        with _connect(storage) as connection:
             connection.execute(_OLD_HEARTBEATS.format(double="double precision").encode())
             connection.execute(_OLD_BEAT.encode())
         _reads_old_heartbeats(lambda: storage.open().coordination())

@@ -72,6 +72,12 @@ class WorkerProcess:
         return time.monotonic() - started
 
 
+def worker_command(db: str, *options: str) -> list[str]:
+    """``python -m incarnate worker`` with the test charts and tasks on ``db``, and ``options``."""
+    command = [sys.executable, "-m", "incarnate", "worker", "--charts", CHARTS_PATH, "--tasks", TASKS_PATH]
+    return [*command, "--db", db, *options]
+
+
 @contextlib.contextmanager
 def worker(
     tmp_path: Path, db: str, *options: str, env: dict[str, str] | None = None
@@ -79,23 +85,7 @@ def worker(
     """A started worker process on ``db``; killed on the way out if it still runs."""
     count = len(list(tmp_path.glob("worker-*.err")))
     stdout, stderr = tmp_path / f"worker-{count}.out", tmp_path / f"worker-{count}.err"
-    command = [
-        sys.executable,
-        "-m",
-        "incarnate",
-        "worker",
-        "--charts",
-        CHARTS_PATH,
-        "--tasks",
-        TASKS_PATH,
-        "--db",
-        db,
-        "--threads",
-        "2",
-        "--poll-interval",
-        "0.1",
-        *options,
-    ]
+    command = worker_command(db, "--threads", "2", "--poll-interval", "0.1", *options)
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=out, stderr=err, env={**os.environ, **(env or {})}
@@ -251,20 +241,7 @@ def test_a_worker_restarted_with_its_engine_id_takes_its_trees_back_at_once(
 def test_an_engine_id_must_be_a_short_printable_name(tmp_path: Path) -> None:
     """``--engine-id`` that is empty, too long or unprintable is refused (status 2) with what to give."""
     for bad in ("", "x" * 64, "a\tb"):
-        refused = run(
-            sys.executable,
-            "-m",
-            "incarnate",
-            "worker",
-            "--charts",
-            CHARTS_PATH,
-            "--tasks",
-            TASKS_PATH,
-            "--db",
-            str(tmp_path / "s.db"),
-            "--engine-id",
-            bad,
-        )
+        refused = run(*worker_command(str(tmp_path / "s.db"), "--engine-id", bad))
         assert (
             refused.returncode == 2 and "--engine-id must be 1 to 63 printable characters" in refused.stderr
         )

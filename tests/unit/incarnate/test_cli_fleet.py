@@ -11,27 +11,14 @@ import attrs
 import pytest
 
 from incarnate import Engine, Storage
-from incarnate._fleet import RECENT, WorkerLoad
+from incarnate._fleet import RECENT
 from incarnate.cli import main
 from incarnate.cli._fleet import ago
 from incarnate.store._sqlite import SQLiteCoordination
+from tests.fleet_samples import LOAD as SAMPLE_LOAD
 from tests.scenarios.charts import GATE
 
-LOAD = WorkerLoad(
-    running=2,
-    queued=3,
-    retrying=0,
-    timers=1,
-    held=4,
-    threads=4,
-    task_threads=4,
-    leading=True,
-    position=120,
-    behind=0,
-    lag=0.31,
-    pid=4242,
-    host="web-1",
-)
+LOAD = attrs.evolve(SAMPLE_LOAD, behind=0)
 
 
 @pytest.fixture

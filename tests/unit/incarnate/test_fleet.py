@@ -18,24 +18,11 @@ from incarnate._fleet import ABSENT, LAPSED, LIVE, RECENT, RETIRED, EngineRow, F
 from incarnate._liveness import Heartbeat
 from incarnate.store import Coordination
 from statechart import JsonValue
+from tests.fleet_samples import LOAD as SAMPLE_LOAD
 from tests.scenarios.charts import GATE
 from tests.stores import storage_for
 
-LOAD = WorkerLoad(
-    running=2,
-    queued=3,
-    retrying=1,
-    timers=4,
-    held=9,
-    threads=4,
-    task_threads=2,
-    leading=True,
-    position=120,
-    behind=5,
-    lag=0.25,
-    pid=4242,
-    host="web-1",
-)
+LOAD = attrs.evolve(SAMPLE_LOAD, retrying=1, timers=4, held=9, task_threads=2, behind=5, lag=0.25)
 ROW_KEYS = {
     "engine_id",
     "group",
