@@ -30,6 +30,7 @@ from aggregates._records import (
     InstanceStatus,
     JsonObject,
     Message,
+    Outbound,
     RetryEntry,
     Settlement,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "InvalidCommand",
     "JsonObject",
     "Message",
+    "Outbound",
     "Provenance",
     "Ref",
     "RetryEntry",

@@ -27,6 +27,7 @@ from aggregates._records import (
     InstanceStatus,
     JsonObject,
     Message,
+    Outbound,
     RetryEntry,
     Settlement,
     apply_slot_changes,
@@ -37,7 +38,7 @@ from aggregates._snapshot import InstanceSnapshot
 from aggregates.errors import InvalidCommand
 from statechart import Event, JsonValue
 from statechart.codec import SnapshotDelta
-from statechart.effects import Effect
+from statechart.effects import Effect, SendHttp
 
 
 def _holds(inbox: tuple[Message, ...], seq: int) -> bool:
@@ -343,14 +344,20 @@ class Instance(Aggregate):
             for ref, _ in self.settled:
                 retained = _settle(retained, ref)
             inbox = _detach_cancelled(inbox, self.settled)
+            steps = record.steps + 1
+            posts = [effect for effect in self.effects if type(effect) is SendHttp]
+            outbox = record.outbox
+            if posts:  # recorded with the macrostep, delivered after its commit (at least once)
+                outbox += tuple(Outbound(f"{steps}.{n}", post) for n, post in enumerate(posts))
             aggregate.record = evolve_record(
                 record,
                 snapshot_parts=parts,
                 slots=slots,
-                steps=record.steps + 1,
+                steps=steps,
                 inbox=inbox,
                 status=status,
                 retained=retained,
+                outbox=outbox,
             )
 
     def record_step(
@@ -600,6 +607,30 @@ class Instance(Aggregate):
         message = Message(self.record.message_seq + 1, event, source, sent_at, key)
         self.trigger_event(self.Accepted, message=message)
         return message
+
+    class HttpSendSettled(Fact):
+        """A Basic HTTP send left the outbox: delivered (``status``, the answer's code) or given up.
+
+        ``error`` says why a send was given up (refused, unreachable, an
+        error answer after the bounded retries); the same commit accepts
+        the ``error.communication`` event that tells the chart, when it
+        still runs.
+        """
+
+        key: str
+        status: int | None
+        error: str | None = None
+
+        def apply(self, aggregate: Any) -> None:
+            record: InstanceRecord = aggregate.record
+            outbox = tuple(entry for entry in record.outbox if entry.key != self.key)
+            aggregate.record = evolve_record(record, outbox=outbox)
+
+    def settle_http_send(self, key: str, *, status: int | None, error: str | None = None) -> None:
+        """Take the send ``key`` out of the outbox: delivered with ``status``, or given up with ``error``."""
+        if not any(entry.key == key for entry in self.record.outbox):
+            raise InvalidCommand(self.id, "settle an HTTP send", f"send {key!r} is not in the outbox")
+        self.trigger_event(self.HttpSendSettled, key=key, status=status, error=error)
 
     class EvidenceRejected(Fact):
         """An inbox message was refused (stale evidence, or no such slot) and never applied."""

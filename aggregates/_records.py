@@ -12,6 +12,7 @@ import attrs
 from aggregates._identity import AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
 from aggregates._keyed import Keyed, SlotData, SlotKey
 from statechart import Event, JsonValue
+from statechart.effects import SendHttp
 
 JsonObject = dict[str, Any]
 """An encoded statechart snapshot (JSON data produced by ``SnapshotCodec``)."""
@@ -131,6 +132,19 @@ class Message:
 
 
 @attrs.frozen
+class Outbound:
+    """A Basic HTTP send a committed macrostep decided and no delivery has settled yet (SCXML C.2).
+
+    ``key`` is ``<step>.<n>``: the macrostep's number and the send's place
+    among that macrostep's HTTP sends, so it is the same on every replay;
+    with the instance id it is the request's idempotency key.
+    """
+
+    key: str
+    send: SendHttp
+
+
+@attrs.frozen
 class CancelRequest:
     """A request to stop the instance, and who made it."""
 
@@ -185,6 +199,8 @@ class InstanceRecord:
     """The ownership incarnation: 1 at creation, +1 per ``Claimed`` (the fencing token)."""
     traceparent: str | None = None
     """The W3C trace context of the step that gave birth to it (tracing only; never compared)."""
+    outbox: tuple[Outbound, ...] = ()
+    """The Basic HTTP sends recorded by macrosteps and not yet delivered (or given up), oldest first."""
 
     @property
     def snapshot(self) -> JsonObject | None:

@@ -188,11 +188,17 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_collection, _strict_collection)
     converter.register_structure_hook_func(is_json_type, _json_hook)
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
-    # Stored only when set (an autoforwarded copy, an event of a cancelled invocation), so that
-    # every other event is stored exactly as before the field existed.
+    # Stored only when set (an autoforwarded copy, an event of a cancelled invocation, an event
+    # that came over HTTP), so that every other event is stored exactly as before the fields existed.
     converter.register_unstructure_hook_factory(
         lambda cls: cls is Event,
-        lambda cls: make_dict_unstructure_fn(cls, converter, invoke_name=override(omit_if_default=True)),
+        lambda cls: make_dict_unstructure_fn(
+            cls,
+            converter,
+            invoke_name=override(omit_if_default=True),
+            origin_type=override(omit_if_default=True),
+            raw=override(omit_if_default=True),
+        ),
     )
     return converter
 

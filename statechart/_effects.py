@@ -73,6 +73,28 @@ class SendToParent:
 
 
 @attrs.frozen
+class SendHttp:
+    """Post an event to ``target``, a URL, with the Basic HTTP event I/O processor (SCXML C.2).
+
+    ``event`` is the send's event name (posted as ``_scxmleventname``;
+    ``None`` when the send gave none). ``data`` is what the send carries: a
+    dict of its namelist and params (posted as form fields) or its content's
+    value (posted as the body). ``send_id`` is the author's send id (the
+    ``_event.sendid`` of an ``error.communication`` that reports a failed
+    delivery); ``origin`` is the sender's own Basic HTTP location, where a
+    reply can be posted (``None`` when the engine has no HTTP ingress).
+    The engine records the effect with its macrostep and posts it after the
+    commit, at least once.
+    """
+
+    target: str
+    event: str | None
+    data: JsonValue
+    send_id: str | None = None
+    origin: str | None = None
+
+
+@attrs.frozen
 class ArmTimer:
     """Deliver ``timer.event`` at ``timer.deadline`` (fire it with ``fire``)."""
 
@@ -161,6 +183,7 @@ Effect: TypeAlias = (
     | CancelChild
     | SendToChild
     | SendToParent
+    | SendHttp
     | ArmTimer
     | CancelTimer
     | Logged

@@ -67,6 +67,13 @@ class Event:
     slot (``invoke_id`` is ``None``): the copy an autoforwarding parent sends
     back to the child, and an event that was queued before its invocation
     was cancelled (see :func:`statechart.event.detach`).
+
+    ``origin_type`` is ``_event.origintype`` when the event came through an
+    event I/O processor other than SCXML's (the Basic HTTP one, SCXML C.2:
+    its URI, with ``origin`` the sender's URL when it gave one), and
+    ``raw`` is ``_event.raw`` when that processor kept the message as it
+    arrived (the HTTP request: its request line, content type and body).
+    Both are ``None`` on every other event.
     """
 
     name: str
@@ -76,6 +83,8 @@ class Event:
     invoke_id: InvokeId | None = None
     origin: str | None = None
     invoke_name: str | None = None
+    origin_type: str | None = None
+    raw: str | None = None
 
     @property
     def invocation(self) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, assert_never
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -42,11 +43,13 @@ from statechart._effects import (
     Effect,
     Ignored,
     Logged,
+    SendHttp,
     SendToParent,
     Stopped,
 )
 from statechart._event import Event, EventKind, JsonValue, Timer
 from statechart._model import (
+    HTTP_SEND_TYPES,
     SEND_TYPES,
     Action,
     Assign,
@@ -120,6 +123,7 @@ class Run:
         "has_sites",
         "history",
         "history_changed",
+        "http_location",
         "ignored",
         "internal",
         "lineage",
@@ -146,10 +150,16 @@ class Run:
     )
 
     def __init__(
-        self, chart: Chart[C], snapshot: Snapshot[C], now: float, session: str | None = None
+        self,
+        chart: Chart[C],
+        snapshot: Snapshot[C],
+        now: float,
+        session: str | None = None,
+        http_location: str | None = None,
     ) -> None:
         self.chart = chart
         self.session = session
+        self.http_location = http_location
         self.base = snapshot
         self.config: set[int] = set(chart.configuration_indices(snapshot.configuration))
         # Shared with the chart's cache until this macrostep records a history.
@@ -398,10 +408,13 @@ class Run:
         """The rest of :meth:`send`, once its id is known."""
         if action.type is not None:
             kind = self.text(action.type, "send type")
+            if kind in HTTP_SEND_TYPES:
+                self.send_http(action, send_id)
+                return
             if kind not in SEND_TYPES:
                 raise ValueError(
-                    f"send type {kind!r} is not supported; the only event I/O processor is "
-                    f"{SEND_TYPES[0]!r} ('scxml')"
+                    f"send type {kind!r} is not supported; the event I/O processors are "
+                    f"{SEND_TYPES[0]!r} ('scxml') and {HTTP_SEND_TYPES[0]!r} ('basichttp')"
                 )
         target = None if action.target is None else self.text(action.target, "send target")
         name = None if action.event is None else self.text(action.event, "send event")
@@ -439,6 +452,30 @@ class Run:
             self.arm_timer(timer_id, self.now + delay, event, target)
         else:
             self.deliver(target, event)
+
+    def send_http(self, action: Send, send_id: str | None) -> None:
+        """SCXML C.2: a send to a URL becomes a :class:`SendHttp` effect; this step performs no I/O.
+
+        A missing target, or one that is not an ``http://`` or ``https://``
+        URL, cannot be dispatched: ``error.communication`` is raised at once
+        (W3C 577). A delay is refused (``error.execution``): delayed HTTP
+        sends are not supported yet. A failed delivery is reported later,
+        by the engine, as an ``error.communication`` event.
+        """
+        target = None if action.target is None else self.text(action.target, "send target")
+        name = None if action.event is None else self.text(action.event, "send event")
+        expr: Callable[..., float] | float = action.delay
+        if float(expr(self.context, self.event) if callable(expr) else expr):
+            raise ValueError(
+                "a Basic HTTP send cannot be delayed yet; send a delayed event to this instance "
+                "and post from its transition"
+            )
+        data = self.data(action.data)
+        if not target or urlsplit(target).scheme not in ("http", "https") or not urlsplit(target).netloc:
+            reason = "no target URL" if not target else "the target is not an http:// or https:// URL"
+            self.unreachable(target or "", name, f"Basic HTTP send: {reason}", send_id)
+            return
+        self.effects.append(SendHttp(target, name or None, data, send_id, self.http_location))
 
     def deliver(self, target: str, event: Event) -> None:
         """Hand a send's event to the parent or to the live children of a site."""
@@ -1007,6 +1044,7 @@ def start(
     now: float = 0.0,
     lineage: tuple[str, ...] = (),
     session: str | None = None,
+    http_location: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Enter the chart's initial configuration: the first macrostep.
 
@@ -1015,6 +1053,9 @@ def start(
     input mapping), else the context class's defaults. ``session`` is the
     instance's id (SCXML ``_sessionid``): a send to ``#_scxml_<session>``
     reaches this instance, and events it sends itself carry it as origin.
+    ``http_location`` is the instance's Basic HTTP access URL (SCXML C.2,
+    ``_ioprocessors['basichttp']['location']``), which the engine derives
+    from its HTTP ingress; ``None`` when it has none.
     """
     if context is None:
         context = context_from_input(chart, input)
@@ -1024,7 +1065,7 @@ def start(
             f"{type(context).__name__}"
         )
     empty: Snapshot[C] = Snapshot(chart.name, Status.RUNNING, (), (), context, time=now, lineage=lineage)
-    run = Run(chart, empty, now, session)
+    run = Run(chart, empty, now, session, http_location)
     _scoped(run, run.macrostep, None)
     return run.snapshot(), tuple(run.effects)
 
@@ -1036,12 +1077,13 @@ def step(
     *,
     now: float | None = None,
     session: str | None = None,
+    http_location: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Process one external event to a stable configuration (one macrostep).
 
     ``now`` is the caller's clock (seconds); delayed sends get deadlines
-    relative to it. It defaults to the snapshot's ``time``. ``session`` is
-    as for :func:`start`.
+    relative to it. It defaults to the snapshot's ``time``. ``session`` and
+    ``http_location`` are as for :func:`start`.
     """
     _check_event(chart, snapshot, event)
     plans = chart.plans
@@ -1054,7 +1096,7 @@ def step(
             learn = key if len(plans) < PLAN_LIMIT else None
         elif plan is not None:
             return plan.apply(snapshot, now), (Ignored(event.name),) if plan.ignored else ()
-    run = Run(chart, snapshot, snapshot.time if now is None else now, session)
+    run = Run(chart, snapshot, snapshot.time if now is None else now, session, http_location)
     if learn is None:
         _scoped(run, run.macrostep, event)
     else:
@@ -1139,6 +1181,7 @@ def fire(
     *,
     now: float | None = None,
     session: str | None = None,
+    http_location: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Deliver the armed timer ``timer_id``: disarm it and process its event.
 
@@ -1150,7 +1193,7 @@ def fire(
     if timer is None:
         raise errors.UnknownTimer(chart.name, timer_id, tuple(t.id for t in snapshot.timers))
     _check_event(chart, snapshot, timer.event)
-    run = Run(chart, snapshot, snapshot.time if now is None else now, session)
+    run = Run(chart, snapshot, snapshot.time if now is None else now, session, http_location)
     del run.timers[timer_id]
     run.timers_changed = True
     _scoped(run, _fire, run, timer)
@@ -1191,11 +1234,12 @@ def stop(
     now: float | None = None,
     reason: str = "stopped",
     session: str | None = None,
+    http_location: str | None = None,
 ) -> tuple[Snapshot[C], tuple[Effect, ...]]:
     """Stop a running instance from outside: exit every state, cancel children and timers."""
     if snapshot.status is not Status.RUNNING:
         raise errors.InstanceFinished(chart.name, snapshot.status.value, "stop")
-    run = Run(chart, snapshot, snapshot.time if now is None else now, session)
+    run = Run(chart, snapshot, snapshot.time if now is None else now, session, http_location)
     run.event = Event("stop", reason, EventKind.PLATFORM)
     _scoped(run, run.finish)
     run.steps += 1

@@ -109,10 +109,16 @@ IdLocation: TypeAlias = "Callable[[Any, Event, str], Any]"
 """Stores a generated send or invoke id: ``(context, event, id) -> new context`` (SCXML ``idlocation``)."""
 
 SCXML_PROCESSOR = "http://www.w3.org/TR/scxml/#SCXMLEventProcessor"
-"""The type URI of the SCXML event I/O processor (SCXML Appendix C.1), the only one supported."""
+"""The type URI of the SCXML event I/O processor (SCXML Appendix C.1), the default one."""
 
 SEND_TYPES = (SCXML_PROCESSOR, "scxml")
-"""The ``type`` values a send accepts (the URI, and its short name)."""
+"""The ``type`` values that name the SCXML event I/O processor (the URI, and its short name)."""
+
+BASIC_HTTP_PROCESSOR = "http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor"
+"""The type URI of the Basic HTTP event I/O processor (SCXML Appendix C.2)."""
+
+HTTP_SEND_TYPES = (BASIC_HTTP_PROCESSOR, "basichttp")
+"""The ``type`` values that name the Basic HTTP event I/O processor (the URI, and its short name)."""
 
 
 @typing.final
@@ -124,10 +130,14 @@ class Send:
     (the internal queue), ``"#_parent"`` (the invoking parent),
     ``"#_<invokeid>"`` (the live child or children of a site), or
     ``"#_scxml_<sessionid>"`` (an instance by id; only this instance's own
-    session can be reached). An unsupported ``type`` raises
-    ``error.execution``; a target that cannot be reached raises
-    ``error.communication``. ``event``, ``target``, ``type`` and ``delay``
-    may be computed from (context, event). ``id`` lets a later
+    session can be reached). With ``type`` the Basic HTTP processor
+    (:data:`HTTP_SEND_TYPES`, SCXML C.2) ``target`` is a URL and the send is
+    returned as a :class:`~statechart.effects.SendHttp` effect for the engine
+    to post; its ``event`` may then be omitted (the receiver names it
+    ``HTTP.POST``). An unsupported ``type`` raises ``error.execution``; a
+    target that cannot be reached raises ``error.communication``.
+    ``event``, ``target``, ``type`` and ``delay`` may be computed from
+    (context, event). ``id`` lets a later
     :class:`Cancel` withdraw the send; ``id_location`` stores the id the
     interpreter generates when none is given.
     """

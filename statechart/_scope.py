@@ -19,6 +19,7 @@ class _Running(Protocol):
     """What a scope reads from the interpreter's working copy."""
 
     session: str | None
+    http_location: str | None
 
     @property
     def chart_name(self) -> str: ...
@@ -48,6 +49,11 @@ class Scope:
     def session(self) -> str | None:
         """The instance's session id (SCXML ``_sessionid``); ``None`` when the caller gave none."""
         return self._run.session
+
+    @property
+    def http_location(self) -> str | None:
+        """The instance's Basic HTTP access URL (SCXML C.2); ``None`` when the engine has no HTTP ingress."""
+        return self._run.http_location
 
     def active(self, state: str) -> bool:
         """Whether ``state`` is in the configuration right now (SCXML ``In()``), mid-microstep included."""

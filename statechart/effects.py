@@ -2,7 +2,7 @@
 
 ``start``, ``step``, ``fire`` and ``stop`` return ``(snapshot, effects)``;
 each effect is one of the classes of the :data:`Effect` union (birth,
-retry, resume or cancel a child, send to a child or the parent, arm or
+retry, resume or cancel a child, send to a child or the parent, post over HTTP, arm or
 cancel a timer, a log record, a failed action, a rejected or ignored event,
 completion, stop).
 """
@@ -20,6 +20,7 @@ from statechart._effects import (
     RejectedEvent,
     ResumeChild,
     RetryChild,
+    SendHttp,
     SendToChild,
     SendToParent,
     Stopped,
@@ -38,6 +39,7 @@ __all__ = [
     "RejectedEvent",
     "ResumeChild",
     "RetryChild",
+    "SendHttp",
     "SendToChild",
     "SendToParent",
     "Stopped",

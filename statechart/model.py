@@ -8,6 +8,7 @@ union. Import them to annotate values built outside a ``Chart(...)`` call
 """
 
 from statechart._model import (
+    BASIC_HTTP_PROCESSOR,
     SCXML_PROCESSOR,
     Action,
     Assign,
@@ -29,6 +30,7 @@ from statechart._model import (
 )
 
 __all__ = [
+    "BASIC_HTTP_PROCESSOR",
     "SCXML_PROCESSOR",
     "Action",
     "Assign",

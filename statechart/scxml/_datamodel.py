@@ -28,7 +28,7 @@ import attrs
 
 from statechart._codec import check_json
 from statechart._event import Event, JsonValue
-from statechart._model import SCXML_PROCESSOR
+from statechart._model import BASIC_HTTP_PROCESSOR, SCXML_PROCESSOR
 from statechart._scope import current
 from statechart.errors import ExpressionError
 
@@ -74,6 +74,8 @@ class EventView:
     origintype: str | None
     invokeid: str | None
     data: Any
+    message: str | None = None
+    """The message as its event I/O processor received it, when it kept one (an HTTP request)."""
 
     def as_json(self) -> dict[str, JsonValue]:
         """The event as a JSON object: its fields by name."""
@@ -91,11 +93,16 @@ class EventView:
     def raw(self) -> str:
         """``_event.raw`` (5.10.1): the event as the SCXML event I/O processor carries it, as JSON text.
 
+        An event that came over HTTP (SCXML C.2) has the request as it
+        arrived instead (:attr:`message`).
+
         The object :meth:`as_json` gives, its fields in that order, written
         compactly; the processor's messages never leave the engine, so this
         is their form (a ``<param>`` name given twice is one key whose value
         lists both values, as ``data`` has it).
         """
+        if self.message is not None:
+            return self.message
         return json.dumps(self.as_json(), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     def __eq__(self, other: object) -> bool:
@@ -113,14 +120,18 @@ class EventView:
         if event is None or event.name == "":
             return None
         origin = event.reply_to
+        origintype = event.origin_type
+        if origintype is None and origin is not None:
+            origintype = SCXML_PROCESSOR
         return cls(
             event.name,
             event.kind.value,
             event.send_id,
             origin,
-            SCXML_PROCESSOR if origin is not None else None,
+            origintype,
             event.invocation,
             copy_json(event.data),
+            event.raw,
         )
 
 
@@ -190,10 +201,15 @@ def namespace(model: Datamodel, event: Event | None, name: str | None = None) ->
         values["_event"] = view
     values["_sessionid"] = session
     values["_name"] = scope.chart if name is None else name
-    values["_ioprocessors"] = {
+    processors: dict[str, Any] = {
         "scxml": {"location": location},
         SCXML_PROCESSOR: {"location": location},
     }
+    http = scope.http_location
+    if http is not None:  # SCXML C.2: only an engine with an HTTP ingress has this processor
+        processors["basichttp"] = {"location": http}
+        processors[BASIC_HTTP_PROCESSOR] = {"location": http}
+    values["_ioprocessors"] = processors
     values["In"] = scope.active
     return values
 

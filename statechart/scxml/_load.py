@@ -23,6 +23,7 @@ from statechart._chart import Chart
 from statechart._codec import check_json
 from statechart._event import Event, JsonValue
 from statechart._model import (
+    HTTP_SEND_TYPES,
     Action,
     Assign,
     Block,
@@ -1128,7 +1129,10 @@ class _Loader:
                 self.problem(node, str(error))
         if target == "#_internal" and delay:
             self.problem(node, "a send to #_internal cannot be delayed (SCXML 6.2.4)")
-        if event is None and not node.elements("content"):
+        # SCXML 6.2: only the SCXML processor needs a name; a Basic HTTP send without one is
+        # named by its _scxmleventname param, else HTTP.POST, at the receiver (C.2, W3C 531).
+        named_elsewhere = "typeexpr" in a or a.get("type") in HTTP_SEND_TYPES
+        if event is None and not node.elements("content") and not named_elsewhere:
             self.problem(node, "needs event=, eventexpr= or <content> (SCXML 6.2)")
         id_location = (
             IdLocation(a["idlocation"], self.where(node, "idlocation")) if "idlocation" in a else None

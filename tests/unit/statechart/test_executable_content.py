@@ -367,7 +367,7 @@ def test_invalid_targets_and_unsupported_types_raise_error_execution() -> None:
     """SCXML 6.2.4: an invalid target or unsupported type is ``error.execution``; nothing is sent."""
     bad_sends = [
         send("x", target="http://example.com/"),
-        send("x", type="http://www.w3.org/TR/scxml/#BasicHTTPEventProcessor"),
+        send("x", type="http://example.org/#CarrierPigeonProcessor"),
         send(lambda c, e: ""),
     ]
     messages = []
@@ -382,7 +382,7 @@ def test_invalid_targets_and_unsupported_types_raise_error_execution() -> None:
         (failure,) = [e for e in effects if isinstance(e, ActionFailed)]
         messages.append(failure.message)
     assert "not supported" in messages[0] and "#_internal" in messages[0]
-    assert "BasicHTTP" in messages[1] and "scxml" in messages[1]
+    assert "CarrierPigeon" in messages[1] and "basichttp" in messages[1]
     assert "event name" in messages[2]
 
 
