@@ -10,6 +10,8 @@ from incarnate._async import AsyncEngine, AsyncInstanceHandle
 from incarnate._clock import Clock, SystemClock, VirtualClock
 from incarnate._engine import Engine, Runner
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome
+from incarnate._http import HttpConfig
+from incarnate._ingress import IngressServer
 from incarnate._listing import Listing
 from incarnate._manager import RecoveryManager, RecoverySettings, SweepReport
 from incarnate._migration import InstanceVerdict, MigrationReport, Verdict
@@ -56,6 +58,8 @@ __all__ = [
     "EngineError",
     "Fenced",
     "ForkRefused",
+    "HttpConfig",
+    "IngressServer",
     "InstanceCancelled",
     "InstanceFailed",
     "InstanceHandle",

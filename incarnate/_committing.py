@@ -28,6 +28,7 @@ from incarnate._clock import Clock
 from incarnate._commits import GroupCommit
 from incarnate._copies import Catalog, Copies, keeps_snapshot
 from incarnate._holdings import Holdings
+from incarnate._http import HttpConfig, Post, deliver_http, post
 from incarnate._journal import Journal
 from incarnate._process import Decision, decide
 from incarnate._reads import Reads
@@ -83,8 +84,13 @@ class CommitPath:
         runner: Notify,
         commit_batch: int,
         commit_wait: float,
+        http: HttpConfig | None = None,
     ) -> None:
         self.engine_id = engine_id
+        self.http = http or HttpConfig()
+        """The Basic HTTP event I/O processor's settings (its ingress base URL, retries)."""
+        self.http_post: Post = post
+        """How an outbox entry is posted (the standard library; a test may put a fake in its place)."""
         self.clock = clock
         self.catalog = catalog
         self.journal = journal
@@ -103,6 +109,9 @@ class CommitPath:
     @property
     def charts(self) -> Mapping[str, Chart[Any]]:
         return self.catalog.charts
+
+    def http_location(self, instance_id: UUID) -> str | None:
+        return self.http.location(instance_id)
 
     def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
         return self.copies.encode(chart, snapshot)
@@ -212,6 +221,8 @@ class CommitPath:
     def has_work(self, instance: Instance) -> bool:
         """Whether an instance has something to do right now (after a commit)."""
         record = instance.record
+        if record.outbox and record.status is not InstanceStatus.PARKED:
+            return True  # Basic HTTP sends to post, even after the macrostep that finished it
         if record.status.finished or record.status is InstanceStatus.PARKED:
             return False
         if record.inbox or record.cancel is not None or record.status is InstanceStatus.BORN:
@@ -335,6 +346,11 @@ class CommitPath:
             instance = uow.load(instance_id)
             if instance is None:
                 return None
+            if instance.record.outbox and instance.record.status is not InstanceStatus.PARKED:
+                # The committed Basic HTTP sends go out before the next macrostep (SCXML C.2).
+                if on_step_lane():
+                    raise TaskDeferred(instance_id)  # posts wait on the network: a task thread's work
+                return deliver_http(self, instance_id)
             if instance.record.status.finished:
                 return None
             uow.fence(instance)  # an owner write: Fenced when another engine claimed it since

@@ -32,6 +32,7 @@ from incarnate._committing import MAX_CONFLICT_RETRIES, CommitPath
 from incarnate._copies import Catalog, Copies
 from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
 from incarnate._holdings import Holdings
+from incarnate._http import HttpConfig
 from incarnate._journal import Journal
 from incarnate._limits import positive_int
 from incarnate._listing import Listing
@@ -152,6 +153,7 @@ class Engine:
         max_payload_bytes: int | None = None,
         commit_batch: int = DEFAULT_MAX_BATCH,
         commit_wait: float = DEFAULT_MAX_WAIT,
+        http: HttpConfig | None = None,
     ) -> None:
         self._storage = storage if storage is not None else Storage.from_env()
         store = self._storage.open()
@@ -210,6 +212,7 @@ class Engine:
             runner=self._runner,
             commit_batch=commit_batch,
             commit_wait=commit_wait,
+            http=http,
         )
         self.parts = Parts(
             engine_id=engine_id,

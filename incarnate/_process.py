@@ -40,6 +40,7 @@ from statechart.effects import (
     RejectedEvent,
     ResumeChild,
     RetryChild,
+    SendHttp,
     SendToChild,
     SendToParent,
     Stopped,
@@ -114,7 +115,7 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
         if record.status is InstanceStatus.BORN:
             lineage = tuple(frame.group for frame in record.ancestry)
             snapshot, effects = start(
-                chart, input=record.input, now=now, lineage=lineage, session=str(instance.id)
+                chart, input=record.input, now=now, lineage=lineage, **_session(workshop, instance)
             )
             instance.record_step(
                 trigger=None,
@@ -130,7 +131,7 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
         due = next((t for t in current.timers if t.deadline <= now), None)
         message = record.inbox[0] if record.inbox else None
         if due is not None and (message is None or due.deadline <= message.sent_at):
-            snapshot, effects = fire(chart, current, due.id, now=now, session=str(instance.id))
+            snapshot, effects = fire(chart, current, due.id, now=now, **_session(workshop, instance))
             instance.record_step(
                 trigger=due.event,
                 consumed=None,
@@ -155,7 +156,7 @@ def _decide(workshop: Workshop, uow: UnitOfWork, instance: Instance, *, careful:
         if message is None:
             return None
         event = _received(chart, current, message)
-        snapshot, effects = step(chart, current, event, now=now, session=str(instance.id))
+        snapshot, effects = step(chart, current, event, now=now, **_session(workshop, instance))
         if snapshot is current and len(effects) == 1 and isinstance(effects[0], RejectedEvent):
             instance.reject(message, effects[0].reason)
             return Decision("rejected", effects[0].reason)
@@ -244,7 +245,9 @@ def _cancel(
     if record.status is not InstanceStatus.BORN:
         current = workshop.decode(chart, instance)
         if current.status is Status.RUNNING:
-            snapshot, effects = stop(chart, current, now=now, reason=request.reason, session=str(instance.id))
+            snapshot, effects = stop(
+                chart, current, now=now, reason=request.reason, **_session(workshop, instance)
+            )
             instance.record_step(
                 trigger=Event("cancel", request.reason, EventKind.PLATFORM),
                 consumed=None,
@@ -370,6 +373,8 @@ def _apply(
                     uow.follow(child.id)
             case SendToParent():
                 uow.tell_parent(instance, now, child_message_event, effect.event.name, effect.event.data)
+            case SendHttp():
+                uow.follow(instance.id)  # in the outbox with the macrostep; posted after the commit
             case ArmTimer():
                 uow.watch(effect.timer.deadline, instance.id)
             case Completed():
@@ -383,6 +388,11 @@ def _apply(
             instance.complete(effect.output)
             uow.tell_parent(instance, now, done_invoke_event, effect.output)
     uow.decoded[instance.id] = snapshot
+
+
+def _session(workshop: Workshop, instance: Instance) -> dict[str, str | None]:
+    """What a macrostep knows of its instance's session: its id and its Basic HTTP location."""
+    return {"session": str(instance.id), "http_location": workshop.http_location(instance.id)}
 
 
 def snapshot_state(chart: Chart[object], site_id: str) -> str:

@@ -206,7 +206,9 @@ def _arm(parts: Parts, instance: Instance, plan: Checkpoint) -> None:
     now = parts.clock.now()
     timers = plan.snapshot.timers if plan.snapshot is not None else ()
     due = any(timer.deadline <= now for timer in timers)
-    if due or record.inbox or record.cancel is not None or record.status is InstanceStatus.BORN:
+    # A Basic HTTP send recorded before the crash and not settled is posted again (at least once).
+    waiting = record.inbox or record.outbox or record.cancel is not None
+    if due or waiting or record.status is InstanceStatus.BORN:
         parts.runner.notify(instance.id)
     for timer in timers:
         if timer.deadline > now:

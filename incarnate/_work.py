@@ -58,6 +58,10 @@ class Workshop(Protocol):
         """``snapshot`` of ``chart`` as the data a ``Stepped`` event stores."""
         ...
 
+    def http_location(self, instance_id: UUID) -> str | None:
+        """The instance's Basic HTTP location, from the engine's ingress base URL (None: no ingress)."""
+        ...
+
     def encode_delta(
         self, chart: Chart[Any], before: Snapshot[Any] | None, after: Snapshot[Any]
     ) -> SnapshotDelta:

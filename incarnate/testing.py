@@ -31,6 +31,7 @@ from aggregates import InstanceRecord
 from incarnate._clock import Clock, VirtualClock
 from incarnate._crash import CrashInsideCommit, SimulatedCrash
 from incarnate._engine import Engine, Runner
+from incarnate._http import HttpConfig
 from incarnate._runners import DeterministicRunner, ThreadedRunner
 from incarnate._storage import Storage
 from incarnate._tasks import TaskFunction
@@ -91,14 +92,19 @@ def memory_engine(
     *,
     name: str | None = None,
     clock: Clock | None = None,
+    http: HttpConfig | None = None,
 ) -> Engine:
-    """An engine over a named in-memory store, with a virtual clock and the deterministic runner."""
+    """An engine over a named in-memory store, with a virtual clock and the deterministic runner.
+
+    ``http`` configures the Basic HTTP event I/O processor (its ingress base URL, retries).
+    """
     return Engine(
         charts,
         tasks,
         storage=Storage.popo(name or f"memory-{uuid.uuid4().hex}"),
         clock=clock or VirtualClock(0.0),
         runner=DeterministicRunner(),
+        http=http,
     )
 
 
@@ -115,7 +121,8 @@ def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
     old = engine.runner
     runner: Runner = ThreadedRunner(old.workers) if isinstance(old, ThreadedRunner) else DeterministicRunner()
     engine.close()
-    fresh = Engine(charts, tasks, storage=storage, clock=clock or engine.clock, runner=runner)
+    http = engine.parts.commits.http
+    fresh = Engine(charts, tasks, storage=storage, clock=clock or engine.clock, runner=runner, http=http)
     fresh.resume_all()
     return fresh
 

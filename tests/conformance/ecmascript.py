@@ -13,6 +13,7 @@ code between string literals. In order:
 | ``(function(str, starts){…})(a, b)`` | ``str(a).startswith(str(b))`` |
 | ``typeof x === 'undefined'``      | ``x is None``                  |
 | ``'name' in _event``              | ``hasattr(_event, 'name')``    |
+| ``s.search(/re/) !== -1`` (or ``'re'``) | ``re.search(r're', s) is not None`` |
 | ``===``, ``!==``                  | ``==``, ``!=``                 |
 | ``&&``, ``||``, ``!x``            | ``and``, ``or``, ``not x``     |
 | ``a | b`` (between comparisons)   | ``a or b``                     |
@@ -52,6 +53,10 @@ LITERAL_RULES: tuple[tuple[str, str], ...] = (
     (r"\(function\(str, starts\)\{.*?\}\)\(\s*(\w+)\s*,\s*(\w+)\s*\)", r"str(\1).startswith(str(\2))"),
     (rf"\btypeof\s+({_OPERAND})\s*===?\s*'undefined'", r"\1 is None"),
     (r"'([A-Za-z_]\w*)'\s+in\s+_event\b", r"hasattr(_event, '\1')"),
+    (
+        rf"({_OPERAND})\.search\(\s*(?:/((?:[^/\\]|\\.)*)/|'([^']*)')\s*\)\s*!==\s*-1",
+        r"(__import__('re').search(r'\2\3', \1) is not None)",
+    ),
 )
 """(pattern, replacement) pairs applied in order to the whole expression: their patterns hold literals."""
 

@@ -8,7 +8,12 @@ in-memory store with a virtual clock and the deterministic runner: the root
 is started, the engine is restarted over the same store (a fresh engine
 recovers the root and any child from their events), and then, until the root
 finishes, the engine runs until idle and the clock jumps to the earliest
-armed timer of any instance, restarting the engine at each jump. A test
+armed timer of any instance, restarting the engine at each jump. The
+Basic HTTP tests (C.2) post to a real ingress (:class:`incarnate.IngressServer`)
+on a loopback port, started by the first run and stopped after the
+session, which accepts into the running test's store; the engine's runner
+does the posts, and a round that ends with an accepted message or an
+unsent post runs again before the clock moves. A test
 passes when the root ends in its top-level final state ``pass``. Each run
 has a budget of clock jumps, units of work and wall-clock seconds.
 
@@ -25,10 +30,12 @@ prints the counts and the reasons.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import time
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +44,8 @@ from typing import Any
 import attrs
 import pytest
 
-from incarnate import Engine
+from incarnate import DeterministicRunner, Engine, HttpConfig, IngressServer, Storage, VirtualClock
+from incarnate.errors import UnknownInstance
 from incarnate.testing import advance, memory_engine, restart
 from statechart import Chart
 from statechart.effects import Logged
@@ -94,11 +102,6 @@ UNLISTED = ("303-1", "303-2")
 
 # ---------------------------------------------------------------------------------------- reasons
 
-HTTP = (
-    "Basic HTTP Event I/O processor (optional, SCXML Appendix C.2): not implemented yet; "
-    "<send type='…#BasicHTTPEventProcessor'> raises error.execution ('send type … is not "
-    "supported') and _ioprocessors has no 'basichttp' entry"
-)
 DOM = (
     "XML content as a DOM (optional, ECMAScript profile, B.2.2): the test reads the content with "
     "getElementsByTagName/getAttribute; the Python datamodel holds JSON values only and loads "
@@ -115,11 +118,12 @@ EXPECTED_FAILURES: dict[str, str] = {
         "(issue 29: an empty expression evaluates to ())"
     ),
     # optional: the Basic HTTP Event I/O processor
-    **dict.fromkeys(("201", "509", "510", "518", "519", "520", "522", "532", "534", "567", "577"), HTTP),
-    "531": (
-        "Basic HTTP Event I/O processor (optional, C.2): the <send> names its event only by the "
-        "param _scxmleventname, so the loader refuses it ('<send>: needs event=, eventexpr= or "
-        "<content>'); the document does not load"
+    "201": (
+        "Basic HTTP Event I/O processor (optional, C.2): on entry the test posts event1 to itself "
+        "over HTTP, then sends itself 'timeout' with no delay, and passes only if event1 comes "
+        "first; the timeout is on the external queue in the commit of that macrostep, while "
+        "event1 reaches the instance only after the commit, the post and the ingress's accept "
+        "(an HTTP round trip cannot overtake an event queued before it, SCXML 6.2)"
     ),
     "513": "manual HTTP test (a shell script using wget); the package has no document for it",
     # optional: ECMAScript-profile tests with no JSON-safe Python reading
@@ -213,10 +217,77 @@ def _next_deadline(engine: Engine) -> float | None:
     return min(deadlines, default=None)
 
 
+class Ingress:
+    """One Basic HTTP ingress on a loopback port for the whole session; each run points it at its store.
+
+    The ingress accepts events with an engine of its own over the running
+    test's store and clock, as a web front end beside the workers would
+    (``use``); the engine under test posts its HTTP sends to it with its
+    runner, and steps what the ingress accepted after a restart or when
+    its delivery's commit follows the instance.
+    """
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        self.server: IngressServer | None = None
+
+    def url(self) -> str:
+        if self.server is None:
+            self.server = IngressServer(self.send).start()
+        return self.server.url
+
+    def send(self, *args: Any, **kwargs: Any) -> int | None:
+        if self.engine is None:
+            raise UnknownInstance(args[0])  # no W3C test is running
+        return self.engine.send(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def use(self, store: str, clock: VirtualClock) -> Iterator[HttpConfig]:
+        """Accept events into the memory store ``store`` while the block runs; yields the HTTP settings."""
+        self.engine = Engine(storage=Storage.popo(store), clock=clock, runner=DeterministicRunner())
+        try:
+            yield HttpConfig(self.url(), attempts=2, backoff=0.05, timeout=HTTP_SECONDS)
+        finally:
+            self.engine.close()
+            self.engine = None
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+INGRESS = Ingress()
+"""The session's ingress (started by the first run, stopped by the ``ingress`` fixture)."""
+
+HTTP_SECONDS = 5.0
+"""How long one post waits for the ingress to answer."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ingress() -> Iterator[Ingress]:
+    """Stops the session's ingress after the last test."""
+    yield INGRESS
+    INGRESS.stop()
+
+
+def _pending(engine: Engine) -> bool:
+    """Whether an unfinished instance still has a message or an HTTP send to work on."""
+    return any(
+        instance.record.outbox or (instance.record.inbox and not instance.record.status.finished)
+        for instance in engine.instances()
+    )
+
+
 def run(chart: Chart[Any]) -> Outcome:
     """Start ``chart`` in an engine, restart the engine, then run it until the root finishes (bounded)."""
     began = time.monotonic()
-    engine = memory_engine([chart])
+    store, clock = f"w3c-{uuid.uuid4().hex}", VirtualClock(0.0)
+    with INGRESS.use(store, clock) as http:
+        return _run(chart, memory_engine([chart], name=store, clock=clock, http=http), began)
+
+
+def _run(chart: Chart[Any], engine: Engine, began: float) -> Outcome:
     try:
         root = engine.start(chart.name).id
         for _ in range(ROUNDS):
@@ -225,6 +296,8 @@ def run(chart: Chart[Any]) -> Outcome:
             snapshot = engine.snapshot(root)
             if snapshot.status is not Status.RUNNING:
                 return Outcome(snapshot.configuration, snapshot.status.value, _logs(engine))
+            if _pending(engine):
+                continue  # accepted over HTTP meanwhile: the next round steps it
             deadline = _next_deadline(engine)
             if deadline is None:
                 return Outcome(snapshot.configuration, "idle", _logs(engine))

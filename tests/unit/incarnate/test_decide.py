@@ -54,6 +54,9 @@ class Bench:
         self.notified: list[UUID] = []
         self.alarms: list[tuple[float, UUID]] = []
 
+    def http_location(self, instance_id: UUID) -> str | None:
+        return None  # no HTTP ingress
+
     def encode(self, chart: Chart[Any], snapshot: Snapshot[Any]) -> dict[str, Any]:
         """The snapshot through the chart's codec."""
         return self.codecs[chart.name].encode(snapshot)

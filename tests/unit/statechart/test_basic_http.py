@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from statechart import Event, start, step
+from statechart import Chart, Event, start, step
 from statechart.codec import make_converter
 from statechart.effects import SendHttp
 from statechart.event import EventKind
@@ -27,7 +28,7 @@ DOCUMENT = """<scxml xmlns="http://www.w3.org/2005/07/scxml" datamodel="python" 
 </scxml>"""
 
 
-def _chart(tmp_path: Path, kind: str = HTTP, target: str = "where") -> object:
+def _chart(tmp_path: Path, kind: str = HTTP, target: str = "where") -> Chart[Any]:
     path = tmp_path / "http.scxml"
     path.write_text(DOCUMENT.format(type=kind, target=target), "utf-8")
     return load(path)
@@ -37,7 +38,7 @@ def test_a_basic_http_send_is_returned_as_an_effect_with_the_sender_location(tmp
     """A send of the Basic HTTP type to a URL is a ``SendHttp`` effect carrying its data and origin."""
     chart = _chart(tmp_path)
     here = "http://127.0.0.1:8080/instances/me/events"
-    snapshot, effects = start(chart, session="me", http_location=here)  # type: ignore[call-overload]
+    snapshot, effects = start(chart, session="me", http_location=here)
     (post,) = [effect for effect in effects if isinstance(effect, SendHttp)]
     assert post == SendHttp(here, "ping", {"Var1": 2, "p": "x"}, "s1", here)
     assert snapshot.configuration == ("s0",) and snapshot.timers == ()
@@ -46,14 +47,14 @@ def test_a_basic_http_send_is_returned_as_an_effect_with_the_sender_location(tmp
 def test_the_short_type_name_is_accepted(tmp_path: Path) -> None:
     """``type="basichttp"`` names the same processor as its URI."""
     chart = _chart(tmp_path, kind="basichttp", target="'https://example.org/hook'")
-    _, effects = start(chart, session="me")  # type: ignore[call-overload]
+    _, effects = start(chart, session="me")
     assert [e.target for e in effects if isinstance(e, SendHttp)] == ["https://example.org/hook"]
 
 
 def test_without_an_http_ingress_the_processor_has_no_location(tmp_path: Path) -> None:
     """No ingress: ``_ioprocessors`` has no ``basichttp`` entry and the send carries no origin."""
     chart = _chart(tmp_path, target="'http://example.org/hook'")
-    snapshot, effects = start(chart, session="me")  # type: ignore[call-overload]
+    snapshot, effects = start(chart, session="me")
     assert snapshot.context.vars["where"] is None
     assert [e.origin for e in effects if isinstance(e, SendHttp)] == [None]
 
@@ -80,7 +81,7 @@ def test_a_send_without_a_target_raises_error_communication_at_once(tmp_path: Pa
 def test_a_target_that_is_not_an_http_url_raises_error_communication(tmp_path: Path) -> None:
     """SCXML 6.2 / C.2: a target the processor cannot reach is ``error.communication``, no effect."""
     chart = _chart(tmp_path, target="'ftp://example.org/'")
-    snapshot, effects = start(chart, session="me")  # type: ignore[call-overload]
+    snapshot, effects = start(chart, session="me")
     assert not [e for e in effects if isinstance(e, SendHttp)]
     assert snapshot.configuration == ("failed",)
 
