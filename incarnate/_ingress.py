@@ -2,10 +2,11 @@
 
 :func:`receive` turns one HTTP request into an event and accepts it durably
 for the instance (``Engine.send``: in the store before the answer). It
-knows nothing of a web framework: the console mounts it on a Starlette
-route, and :class:`IngressServer` serves it alone, with the standard
-library's threading HTTP server (one route, no dependency beyond the
-engine's own; ``incarnate ingress`` runs it).
+knows nothing of a web framework: :class:`IngressServer` serves it alone,
+with the standard library's threading HTTP server (one route, no
+dependency beyond the engine's own); ``incarnate ingress`` runs it over a
+store. (The console does not serve it: its rules are a browser's, forms
+with a CSRF token from a page it served; a machine's POST carries none.)
 
 What a request may carry:
 
@@ -44,8 +45,8 @@ from uuid import UUID
 
 import attrs
 
+from incarnate._hosts import HostRule
 from incarnate._http import IDEMPOTENCY_HEADER, ORIGIN_HEADER
-from incarnate.console._host import HostRule
 from incarnate.errors import EngineError, InstanceTerminated, StorageError, UnknownInstance
 from statechart import Event, JsonValue
 from statechart.event import EventKind

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 import attrs
@@ -476,3 +476,30 @@ class ThreadedRunner:
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
+
+
+class Idle:
+    """A runner that runs nothing: its engine only accepts (the console, the HTTP ingress).
+
+    A worker or ``incarnate recover`` does the work. Its engine beats no
+    heartbeat (``runs_work``): a root it creates (a console's fork) is owned
+    by an engine that is not live, so a worker takes it over at once.
+    """
+
+    runs_work = False
+
+    def attach(self, engine: Any) -> None:
+        """Nothing to bind."""
+
+    def notify(self, instance_id: UUID) -> None:
+        """Dropped: the instance's owner (a worker) picks the message up from the store."""
+
+    def notify_at(self, deadline: float, instance_id: UUID) -> None:
+        """Dropped: timers are armed by the engine that runs the instance."""
+
+    def run_until_idle(self, max_units: int) -> int:
+        """Nothing is ever run here."""
+        return 0
+
+    def stop(self) -> None:
+        """Nothing runs, so nothing to stop."""

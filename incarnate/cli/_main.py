@@ -48,6 +48,7 @@ from incarnate.cli._common import (
     redact,
 )
 from incarnate.cli._fleet import workers
+from incarnate.cli._ingress import ingress
 from incarnate.cli._inspecting import list_, parked, plan, show, timeline, tree
 from incarnate.cli._migrating import check, migrate
 from incarnate.cli._operating import cancel, resolve, send, start, terminate
@@ -115,6 +116,7 @@ for _command in (
     recover,
     worker,
     workers,
+    ingress,
 ):
     root.add_command(_command)
 

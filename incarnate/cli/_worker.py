@@ -20,12 +20,13 @@ import time
 import click
 
 from incarnate._engine import Engine
+from incarnate._http import HttpConfig
 from incarnate._manager import RecoverySettings
 from incarnate._runners import ThreadedRunner
 from incarnate._worker import Worker
 from incarnate.cli._common import redact
 from incarnate.cli._store import DB_HELP, command_storage, load_charts, load_tasks
-from incarnate.errors import CommandError
+from incarnate.errors import CommandError, ConfigurationError
 from statechart.errors import ChartInvalid
 
 _STANDARD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -145,6 +146,13 @@ def _positive(option: str, value: float) -> None:
     help="run no recovery manager here (another worker of the group sweeps dead workers' trees)",
 )
 @click.option(
+    "--ingress-url",
+    default=None,
+    metavar="URL",
+    help="where `incarnate ingress` is reached (http://HOST:PORT): each SCXML instance's "
+    "_ioprocessors['basichttp']['location'] is URL/instances/ID/events",
+)
+@click.option(
     "--engine-id",
     default=None,
     metavar="ID",
@@ -171,6 +179,7 @@ def worker(
     recovery_ttl: float,
     recovery_scan_interval: float,
     no_recovery: bool,
+    ingress_url: str | None,
     engine_id: str | None,
     log_level: str,
 ) -> int:
@@ -189,6 +198,10 @@ def worker(
             f"--engine-id must be 1 to 63 printable characters, got {engine_id!r}; name the worker after "
             "its host and role (web-1, batch-2)"
         )
+    try:
+        http = HttpConfig(base_url=ingress_url.rstrip("/")) if ingress_url else None
+    except ConfigurationError as err:
+        raise CommandError(f"--ingress-url: {err}") from err
     storage = command_storage(db, existing=False)
     chart_list = load_charts(charts)
     task_table = load_tasks(tasks) if tasks else {}
@@ -205,6 +218,7 @@ def worker(
             storage=storage,
             runner=ThreadedRunner(threads, task_workers=task_threads),
             engine_id=engine_id,
+            http=http,
         )
     except ChartInvalid as err:
         problems = "\n".join(f"  - {problem}" for problem in err.exceptions)

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from incarnate._hosts import HostRule
 from incarnate._storage import Storage
 from incarnate.cli._common import hide, redact
 from incarnate.console._actions import (
@@ -34,7 +35,6 @@ from incarnate.console._actions import (
 from incarnate.console._bulk import bulk_action, bulk_page
 from incarnate.console._console import Console, connection_failed, environment
 from incarnate.console._fleet import workers_page
-from incarnate.console._host import HostRule
 from incarnate.console._pages import (
     chart_diagram,
     chart_page,

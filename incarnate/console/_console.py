@@ -40,6 +40,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from incarnate._engine import Engine
 from incarnate._inspect import enabled_events, iso, shape_events
+from incarnate._runners import Idle
 from incarnate._storage import Storage
 from incarnate._tasks import TaskCall, TaskFunction
 from incarnate.cli._common import redact
@@ -97,33 +98,6 @@ def connection_failed(error: BaseException) -> bool:
         suppressed = current.__suppress_context__
         current = current.__cause__ or (None if suppressed else current.__context__)
     return False
-
-
-class Idle:
-    """A runner that runs nothing: the console only accepts; a worker or ``recover`` does the work.
-
-    Its engine beats no heartbeat (``runs_work``): a root the console
-    creates (a fork) is owned by an engine that is not live, so a worker
-    takes it over at once.
-    """
-
-    runs_work = False
-
-    def attach(self, engine: Engine) -> None:
-        """Nothing to bind."""
-
-    def notify(self, instance_id: UUID) -> None:
-        """Dropped: the instance's owner (a worker) picks the message up from the store."""
-
-    def notify_at(self, deadline: float, instance_id: UUID) -> None:
-        """Dropped: timers are armed by the engine that runs the instance."""
-
-    def run_until_idle(self, max_units: int) -> int:
-        """Nothing is ever run here."""
-        return 0
-
-    def stop(self) -> None:
-        """Nothing runs, so nothing to stop."""
 
 
 def _refusing(name: str) -> TaskFunction:

@@ -4,7 +4,7 @@
   loopback unless it asks for a token or is read-only; :func:`token_problem`
   refuses a token shorter than :data:`MIN_TOKEN_LENGTH`.
 - :class:`Guard`, an ASGI middleware, checks on every request the ``Host``
-  of a console without a token (:class:`~incarnate.console._host.HostRule`:
+  of a console without a token (:class:`~incarnate._hosts.HostRule`:
   DNS rebinding) or the token of one with it (``?token=`` once sets an
   HttpOnly SameSite=Strict cookie; or ``Authorization: Bearer``), shutting
   out for a while a client that keeps sending wrong ones
@@ -29,7 +29,7 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from incarnate.console._host import HostRule, is_loopback
+from incarnate._hosts import HostRule, is_loopback
 from incarnate.console._throttle import Throttle, client_key
 
 TOKEN_VARIABLE = "INCARNATE_CONSOLE_TOKEN"

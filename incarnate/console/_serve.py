@@ -4,7 +4,7 @@ The console binds 127.0.0.1 by default. It refuses any other host unless
 every request must carry a token (``--token``, or ``INCARNATE_CONSOLE_TOKEN``,
 of at least 16 characters) or it is read-only (``--read-only``), and says so
 naming both fixes. Without a token it answers only to the ``Host`` names
-:class:`~incarnate.console._host.HostRule` accepts, and those given with
+:class:`~incarnate._hosts.HostRule` accepts, and those given with
 ``--allow-host``. It binds its port before it says it serves, so a port
 in use is one error line (exit status 2), not a server that fails to start.
 """
@@ -16,9 +16,9 @@ import socket
 
 import click
 
+from incarnate._hosts import allowed_host
 from incarnate.cli._common import redact
 from incarnate.cli._store import DB_HELP, StoreOptions, opened
-from incarnate.console._host import allowed_host
 from incarnate.console._security import TOKEN_VARIABLE, binding_problem, token_problem
 from incarnate.errors import CommandError, CommandFailed, ConfigurationError
 
@@ -120,8 +120,8 @@ def command(
     try:
         import uvicorn
 
+        from incarnate._runners import Idle
         from incarnate.console._app import create_app
-        from incarnate.console._console import Idle
     except ImportError as err:
         raise CommandError(
             f"the console needs its web libraries ({err.name or err} is not installed); install them "

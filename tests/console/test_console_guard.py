@@ -13,9 +13,9 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from incarnate._hosts import HostRule, allowed_host, split_host
 from incarnate.cli import main
 from incarnate.console import create_app
-from incarnate.console._host import HostRule, allowed_host, split_host
 from incarnate.console._security import MIN_TOKEN_LENGTH, TOKEN_VARIABLE, Guard, Secrets, token_problem
 from incarnate.console._throttle import Throttle, client_key
 from incarnate.errors import ConfigurationError

@@ -1,4 +1,4 @@
-"""Which ``Host`` a console without a token answers to: the defence against DNS rebinding.
+"""Which ``Host`` a server without a token answers to (the console, the HTTP ingress): against DNS rebinding.
 
 A web page the operator visits can point its own name at 127.0.0.1 (or at
 the console's address on the operator's network) after the page loads; the
