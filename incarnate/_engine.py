@@ -683,16 +683,17 @@ class Engine:
         before = holdings.acquisitions()
         held_elsewhere: list[TreeHeld] = []
         seen: set[UUID] = set()
+        claimed: set[UUID] = set()
         # The first trees are taken over after a first part of the log is folded, so they run
         # while the rest is read; a root seen then is not taken over twice.
         whole = parts.listing.catch_up(RESUME_FIRST_CATCH_UP) < RESUME_FIRST_CATCH_UP
-        children = self._resume_roots(seen, held_elsewhere, first=True)
+        children = self._resume_roots(seen, claimed, held_elsewhere, first=True)
         if not whole:
             parts.listing.catch_up()
-            children = self._resume_roots(seen, held_elsewhere, first=False)
-        for child_id, root_id in children:
-            if root_id in seen or holdings.holds(child_id):
-                continue  # its tree was taken over above, with it (it may have finished since)
+            children = self._resume_roots(seen, claimed, held_elsewhere, first=False)
+        for child_id in children:
+            if child_id in claimed or holdings.holds(child_id):
+                continue  # claimed above with its tree (it may have finished since)
             try:
                 _ownership.take_over(
                     parts, child_id, reason="finishing the cancel cascade of an ended caller"
@@ -711,12 +712,14 @@ class Engine:
         return holdings.acquisitions() - before
 
     def _resume_roots(
-        self, seen: set[UUID], held_elsewhere: list[TreeHeld], *, first: bool
-    ) -> list[tuple[UUID, UUID]]:
+        self, seen: set[UUID], claimed: set[UUID], held_elsewhere: list[TreeHeld], *, first: bool
+    ) -> list[UUID]:
         """Take over the in-flight roots the listing holds that are not in ``seen``; the in-flight children.
 
-        Each child comes with its root's id: a child of a root taken over here
-        came with its tree, and is not looked at again.
+        Every instance claimed with a tree is added to ``claimed``: a child
+        claimed with its tree is not looked at again (one read less each),
+        while a child its tree no longer retains (its parent left the state,
+        and the cancel had not reached it) is, to finish the cascade.
 
         The first batch is small (:data:`RESUME_FIRST_BATCH`) when ``first``, so
         that the first trees run at once.
@@ -724,21 +727,20 @@ class Engine:
         parts = self.parts
         holdings = parts.holdings
         roots: list[UUID] = []
-        children: list[tuple[UUID, UUID]] = []
+        children: list[UUID] = []
         for row in parts.listing.rows(in_flight=True):
             if row.id in seen or (holdings.is_acquired(row.id) and holdings.holds(row.id)):
                 continue
-            if row.parent is None:
-                roots.append(row.id)
-            else:
-                children.append((row.id, row.root))
+            (roots if row.parent is None else children).append(row.id)
         seen.update(roots)
         begin, size = 0, RESUME_FIRST_BATCH if first else RESUME_BATCH
         while begin < len(roots):
-            _, refused = _ownership.take_over_batch(
+            taken, refused = _ownership.take_over_batch(
                 parts, roots[begin : begin + size], reason="resumed after a restart"
             )
             held_elsewhere.extend(refused)
+            for tree in taken:
+                claimed.update(tree.claimed)
             begin, size = begin + size, RESUME_BATCH
         return children
 

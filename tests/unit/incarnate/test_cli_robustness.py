@@ -189,8 +189,8 @@ def check(results: Iterator[Result]) -> None:
 # ------------------------------------------------------- the commands' arguments
 
 
-SERVING = ("worker", "console")
-"""Commands that serve until signalled: tests/integration/test_worker.py runs the worker as a process."""
+SERVING = ("worker", "console", "ingress")
+"""Commands that serve until signalled: tests/integration (test_worker, test_ingress_cli) run them."""
 
 
 def _command(name: str) -> click.Command:
