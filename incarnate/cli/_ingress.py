@@ -23,7 +23,7 @@ from incarnate._hosts import allowed_host, is_loopback
 from incarnate._ingress import IngressServer
 from incarnate._runners import Idle
 from incarnate.cli._common import redact
-from incarnate.cli._store import DB_HELP, StoreOptions, opened
+from incarnate.cli._store import DB_HELP, StoreOptions, listen_options, opened
 from incarnate.errors import CommandError, ConfigurationError
 
 TOKEN_VARIABLE = "INCARNATE_INGRESS_TOKEN"
@@ -52,35 +52,13 @@ def _problem(host: str, token: str | None) -> str | None:
     short_help="Accept events over HTTP (POST /instances/ID/events).",
 )
 @click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    metavar="HOST",
-    help="the address to listen on; any but the loopback needs --token",
-)
-@click.option(
-    "--port",
-    default=8081,
-    show_default=True,
-    metavar="PORT",
-    type=click.IntRange(0, 65535),
-    help="the port; 0 for any free one (the first line printed names it)",
-)
+@listen_options(port=8081, guard="--token", names="the ingress's name behind a reverse proxy")
 @click.option(
     "--token",
     envvar=TOKEN_VARIABLE,
     metavar="TOKEN",
     help=f"require 'Authorization: Bearer TOKEN' (16 characters or more) on every request "
     f"(default: ${TOKEN_VARIABLE})",
-)
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    metavar="NAME[:PORT]",
-    help="without a token, answer to this Host name too; localhost, loopback and IP addresses and the "
-    "--host name are always answered",
 )
 @click.option(
     "--charts",

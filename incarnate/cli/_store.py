@@ -322,3 +322,38 @@ def store_options(
         return click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)(function)
 
     return decorate
+
+
+def listen_options(*, port: int, guard: str, names: str) -> Callable[[_F], _F]:
+    """``--host``, ``--port`` and ``--allow-host``: where a server listens and which Host names it answers.
+
+    ``guard`` says what another address than the loopback needs (``--token``);
+    ``names`` says whose name ``--allow-host`` adds (behind a reverse proxy).
+    """
+
+    def apply(fn: _F) -> _F:
+        fn = click.option(
+            "--allow-host",
+            "allow_hosts",
+            multiple=True,
+            metavar="NAME[:PORT]",
+            help=f"without a token, answer to this Host name too ({names}); localhost, loopback and IP "
+            "addresses and the --host name are always answered",
+        )(fn)
+        fn = click.option(
+            "--port",
+            default=port,
+            show_default=True,
+            metavar="PORT",
+            type=click.IntRange(0, 65535),
+            help="the port; 0 for any free one (the first line printed names it)",
+        )(fn)
+        return click.option(
+            "--host",
+            default="127.0.0.1",
+            show_default=True,
+            metavar="HOST",
+            help=f"the address to listen on; any but the loopback needs {guard}",
+        )(fn)
+
+    return apply

@@ -18,7 +18,7 @@ import click
 
 from incarnate._hosts import allowed_host
 from incarnate.cli._common import redact
-from incarnate.cli._store import DB_HELP, StoreOptions, opened
+from incarnate.cli._store import DB_HELP, StoreOptions, listen_options, opened
 from incarnate.console._security import TOKEN_VARIABLE, binding_problem, token_problem
 from incarnate.errors import CommandError, CommandFailed, ConfigurationError
 
@@ -62,21 +62,7 @@ def _address(host: str, port: int) -> str:
     help="Serve the operator's web console: instances, call trees, timelines, diagrams and actions.",
 )
 @click.option("--db", metavar="PATH_OR_URL", help=DB_HELP)
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    metavar="HOST",
-    help="the address to listen on; any but the loopback needs --token or --read-only",
-)
-@click.option(
-    "--port",
-    default=8080,
-    show_default=True,
-    metavar="PORT",
-    type=click.IntRange(0, 65535),
-    help="the port; 0 for any free one (the first line printed names it)",
-)
+@listen_options(port=8080, guard="--token or --read-only", names="the console's name behind a reverse proxy")
 @click.option(
     "--token",
     envvar=TOKEN_VARIABLE,
@@ -85,14 +71,6 @@ def _address(host: str, port: int) -> str:
     "open /?token=TOKEN once",
 )
 @click.option("--read-only", is_flag=True, help="offer no actions; refuse every POST")
-@click.option(
-    "--allow-host",
-    "allow_hosts",
-    multiple=True,
-    metavar="NAME[:PORT]",
-    help="without a token, answer to this Host name too (the console's name behind a reverse proxy); "
-    "localhost, loopback and IP addresses and the --host name are always answered",
-)
 @click.option(
     "--charts",
     metavar="MODULE:ATTR",
