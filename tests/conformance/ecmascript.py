@@ -14,6 +14,7 @@ code between string literals. In order:
 | ``typeof x === 'undefined'``      | ``x is None``                  |
 | ``'name' in _event``              | ``hasattr(_event, 'name')``    |
 | ``s.search(/re/) !== -1`` (or ``'re'``) | ``re.search(r're', s) is not None`` |
+| ``x.getElementsByTagName('t')[n].getAttribute('a')`` | ``list(ET.fromstring(x).iter('t'))[n].get('a')`` |
 | ``===``, ``!==``                  | ``==``, ``!=``                 |
 | ``&&``, ``||``, ``!x``            | ``and``, ``or``, ``not x``     |
 | ``a | b`` (between comparisons)   | ``a or b``                     |
@@ -33,8 +34,10 @@ code between string literals. In order:
 The first is the W3C stylesheet's ``conf:varPrefix`` (a ``startsWith``
 written as an inline function). ``undefined`` becomes ``None`` because the Python datamodel's unassigned
 variable and absent event field are ``None``. Nothing else is rewritten:
-a document whose code needs more (function definitions, objects, the XML
-DOM) is listed with its reason in ``test_scion.py`` or ``test_w3c.py``.
+a document whose code needs more (function definitions, objects) is
+listed with its reason in ``test_scion.py`` or ``test_w3c.py``. The XML DOM
+reads become ElementTree reads of the XML text the Python datamodel keeps
+for inline markup (its JSON-safe reading).
 Comments (``<!-- -->``) are left as they are, so a ``<script>`` mentioned
 in one is never taken for code.
 """
@@ -56,6 +59,10 @@ LITERAL_RULES: tuple[tuple[str, str], ...] = (
     (
         rf"({_OPERAND})\.search\(\s*(?:/((?:[^/\\]|\\.)*)/|'([^']*)')\s*\)\s*!==\s*-1",
         r"(__import__('re').search(r'\2\3', \1) is not None)",
+    ),
+    (
+        rf"({_OPERAND})\.getElementsByTagName\('([^']*)'\)\[(\d+)\]\.getAttribute\('([^']*)'\)",
+        r"list(__import__('xml.etree.ElementTree', fromlist=['_']).fromstring(\1).iter('\2'))[\3].get('\4')",
     ),
 )
 """(pattern, replacement) pairs applied in order to the whole expression: their patterns hold literals."""

@@ -102,12 +102,6 @@ UNLISTED = ("303-1", "303-2")
 
 # ---------------------------------------------------------------------------------------- reasons
 
-DOM = (
-    "XML content as a DOM (optional, ECMAScript profile, B.2.2): the test reads the content with "
-    "getElementsByTagName/getAttribute; the Python datamodel holds JSON values only and loads "
-    "inline XML in <data>/<content> as None/'' without an error (issue 29)"
-)
-
 EXPECTED_FAILURES: dict[str, str] = {
     # manual mandatory
     "307": (
@@ -135,8 +129,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "ECMAScript-only (B.2): the test stores a function expression in a variable and calls it; "
         "the Python datamodel keeps JSON values only (a callable is refused)"
     ),
-    "557": DOM,
-    "561": DOM,
     # documents the manifest does not list
     "303-1": (
         "unlisted (SCION's variant of 303): its <script> declares several variables in one "
