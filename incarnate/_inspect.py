@@ -25,7 +25,7 @@ from uuid import UUID
 import attrs
 
 from aggregates import Instance, InstanceKind, InstanceStatus
-from incarnate.errors import UnknownInstance
+from incarnate.errors import UnknownInstance, without_traceback
 from projections import ListingRow, TreeNode, call_tree, timeline
 from statechart import Chart, JsonValue
 from statechart.errors import CodecError
@@ -292,9 +292,7 @@ class InstanceDetail:
     @property
     def error_shown(self) -> JsonValue:
         """The error without its traceback (which a page shows on its own)."""
-        if isinstance(self.error, dict) and "traceback" in self.error:
-            return {k: v for k, v in self.error.items() if k != "traceback"}
-        return self.error
+        return without_traceback(self.error)
 
     @property
     def slot(self) -> str | None:

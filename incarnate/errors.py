@@ -229,6 +229,13 @@ class LoopGone(EngineError):
 # ------------------------------------------------------ waiting for a result
 
 
+def without_traceback(error: JsonValue) -> JsonValue:
+    """A recorded failure without the ``traceback`` a failed task or macrostep keeps (too long to say)."""
+    if isinstance(error, dict) and "traceback" in error:
+        return {key: value for key, value in error.items() if key != "traceback"}
+    return error
+
+
 class InstanceFailed(EngineError):
     """The instance a handle waited for failed; ``error`` is its recorded failure."""
 
@@ -237,9 +244,7 @@ class InstanceFailed(EngineError):
     def __init__(self, instance_id: UUID, error: JsonValue) -> None:
         self.instance_id = instance_id
         self.error = error
-        said = error
-        if isinstance(error, dict) and "traceback" in error:  # kept in ``error``; too long for a message
-            said = {key: value for key, value in error.items() if key != "traceback"}
+        said = without_traceback(error)  # kept in ``error``; too long for a message
         super().__init__(
             f"instance {instance_id} failed: {said!r}; its events show why: incarnate timeline {instance_id}"
             + (f" (its traceback: incarnate show {instance_id})" if said is not error else "")

@@ -24,20 +24,17 @@ from incarnate._ingress import IngressServer
 from incarnate._runners import Idle
 from incarnate.cli._common import redact
 from incarnate.cli._store import DB_HELP, StoreOptions, listen_options, opened
+from incarnate.console._security import token_problem
 from incarnate.errors import CommandError, ConfigurationError
 
 TOKEN_VARIABLE = "INCARNATE_INGRESS_TOKEN"
 """The environment variable ``incarnate ingress`` reads its token from when ``--token`` is not given."""
-MIN_TOKEN_LENGTH = 16
 
 
 def _problem(host: str, token: str | None) -> str | None:
-    if token is not None and len(token) < MIN_TOKEN_LENGTH:
-        return (
-            f"the ingress token is {len(token)} characters long; it must have at least {MIN_TOKEN_LENGTH} "
-            f"(--token or ${TOKEN_VARIABLE}). Make one with: "
-            "python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"
-        )
+    problem = token_problem(token, what="ingress", variable=TOKEN_VARIABLE)
+    if problem is not None:
+        return problem
     if token is None and not is_loopback(host):
         return (
             f"refusing to accept events on {host!r} without a token: anyone who reaches that address "

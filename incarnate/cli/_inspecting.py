@@ -27,7 +27,7 @@ from incarnate.cli._store import (
     slot,
     store_options,
 )
-from incarnate.errors import CommandError, CommandFailed
+from incarnate.errors import CommandError, CommandFailed, without_traceback
 from projections import Checkpoint, CheckpointError, ListingRow, render_timeline
 from projections import timeline as timeline_of
 from statechart import JsonValue
@@ -272,9 +272,7 @@ def tree(ident: str, as_json: bool, db: str | None, charts: str | None, tasks: s
     print_tree(node)
     for n, error in failed:  # the tree says "failed"; say why, as `show` does
         where = "root" if n.ref is None else f"{slot(n.ref.site, n.ref.key)}#{n.ref.generation}"
-        said = error  # its traceback is long: `incarnate show ID` prints it
-        if isinstance(error, dict):
-            said = {key: value for key, value in error.items() if key != "traceback"}
+        said = without_traceback(error)  # its traceback is long: `incarnate show ID` prints it
         out(f"error of {n.kind} {n.name!r} {where} id {str(n.id)[:8]}: {_json_text(said)}")
     return 0
 

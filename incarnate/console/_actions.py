@@ -34,10 +34,11 @@ async def _form(console: Console, request: Request) -> FormData:
 
 
 def _back(path: str, console: Console, kind: str, text: str) -> RedirectResponse:
-    return RedirectResponse(f"{path}?flash={console.flash(kind, redact(text))}", status_code=303)
+    joint = "&" if "?" in path else "?"
+    return RedirectResponse(f"{path}{joint}flash={console.flash(kind, redact(text))}", status_code=303)
 
 
-async def _act(request: Request, path: str, do: Callable[[Engine, FormData], str]) -> Response:
+async def act(request: Request, path: str, do: Callable[[Engine, FormData], str]) -> Response:
     """Check the form, run ``do`` on the engine, and go back to ``path`` with what happened."""
     console: Console = request.app.state.console
     form = await _form(console, request)
@@ -77,7 +78,7 @@ async def send_action(request: Request) -> Response:
         seq = engine.send(instance_id, event, data)
         return f"accepted {event!r} for {instance_id} as inbox message {seq}; a worker processes it"
 
-    return await _act(request, f"/instances/{instance_id}", send)
+    return await act(request, f"/instances/{instance_id}", send)
 
 
 async def cancel_action(request: Request) -> Response:
@@ -92,7 +93,7 @@ async def cancel_action(request: Request) -> Response:
             return f"a cancel of {instance_id} was requested already"
         return f"cancel of {instance_id} requested ({reason!r}); it stops when a worker next runs it"
 
-    return await _act(request, f"/instances/{instance_id}", cancel)
+    return await act(request, f"/instances/{instance_id}", cancel)
 
 
 def _root(engine: Engine, instance_id: UUID, verb: str) -> None:
@@ -116,7 +117,7 @@ async def terminate_action(request: Request) -> Response:
         ended = engine.terminate(instance_id, reason)
         return f"terminated the call tree of {instance_id}: {ended} instance(s) cancelled"
 
-    return await _act(request, f"/instances/{instance_id}", terminate)
+    return await act(request, f"/instances/{instance_id}", terminate)
 
 
 async def resolve_action(request: Request) -> Response:
@@ -132,7 +133,7 @@ async def resolve_action(request: Request) -> Response:
         state = "not parked any more" if checkpoint is None else checkpoint.status.value
         return f"resolved {instance_id}: it is {state}"
 
-    return await _act(request, f"/instances/{instance_id}", resolve)
+    return await act(request, f"/instances/{instance_id}", resolve)
 
 
 async def migrate_action(request: Request) -> Response:
@@ -148,4 +149,4 @@ async def migrate_action(request: Request) -> Response:
             raise ValueError("this migration's dry run was not shown by this console; run the dry run first")
         return apply_migration(engine, name, mapping)
 
-    return await _act(request, f"/charts/{name}", migrate)
+    return await act(request, f"/charts/{name}", migrate)

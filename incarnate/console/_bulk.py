@@ -24,15 +24,16 @@ from urllib.parse import parse_qsl, urlencode
 from uuid import UUID
 
 import attrs
-from starlette.datastructures import QueryParams
+from starlette.datastructures import FormData, QueryParams
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from aggregates import InstanceKind, InstanceStatus
 from incarnate._engine import Engine
 from incarnate._inspect import current_states, list_instances
 from incarnate._migration import Verdict, apply, check
-from incarnate.cli._common import parse_json_option, redact
+from incarnate.cli._common import parse_json_option
+from incarnate.console._actions import act
 from incarnate.console._console import (
     BULK_ACTIONS,
     FILTER_KEYS,
@@ -45,7 +46,7 @@ from incarnate.console._console import (
 )
 from incarnate.console._migrate import parse_mapping
 from incarnate.console._pages import filters_of
-from incarnate.console._security import CSRF_FIELD, Refused
+from incarnate.console._security import Refused
 from projections import ListingRow
 from statechart import JsonValue
 from statechart.errors import IncarnateError
@@ -292,38 +293,29 @@ async def bulk_page(request: Request) -> Response:
         request,
         "bulk.html",
         plan=plan,
-        proof=_proof(console, plan),
+        proof=console.secrets.proof(*_proof_parts(plan)),
         reasons=plan.reasons,
         filter_items=parse_qsl(plan.filter_query),
     )
 
 
-def _proof(console: Console, plan: BulkPlan) -> str:
-    params = json.dumps(plan.params, sort_keys=True)
-    return console.secrets.proof("bulk", plan.action, params, plan.filter_query, plan.digest)
+def _proof_parts(plan: BulkPlan) -> tuple[str, ...]:
+    """What a bulk dry run's proof covers: the action, its parameters, the filter and the selected set."""
+    return ("bulk", plan.action, json.dumps(plan.params, sort_keys=True), plan.filter_query, plan.digest)
 
 
 async def bulk_action(request: Request) -> Response:
     """``POST /bulk``: act, when the proof, the typed confirmation and the selection all match the dry run."""
     console: Console = request.app.state.console
     form = await request.form()
-    console.secrets.check_form(form.get(CSRF_FIELD))
-    action = _action_of(form.get("action"))
-    params = _params(action, form)
     filter_query = _canonical_filters([(k, v) for k, v in form.multi_items() if isinstance(v, str)])
-    back = f"/?{filter_query}" if filter_query else "/"
 
-    def go_back(kind: str, text: str) -> Response:
-        joint = "&" if filter_query else "?"
-        return RedirectResponse(f"{back}{joint}flash={console.flash(kind, redact(text))}", status_code=303)
-
-    def act(engine: Engine) -> str:
-        plan = _plan(engine, action, params, filter_query)
+    def bulk(engine: Engine, form: FormData) -> str:
+        action = _action_of(form.get("action"))
+        plan = _plan(engine, action, _params(action, form), filter_query)
         if plan.error is not None:
             raise ValueError(f"nothing was done: {plan.error}")
-        if not console.secrets.check_proof(
-            form.get("proof"), "bulk", action, json.dumps(params, sort_keys=True), filter_query, plan.digest
-        ):
+        if not console.secrets.check_proof(form.get("proof"), *_proof_parts(plan)):
             raise ValueError(
                 f"nothing was done: the instances this filter selects for {action} are not the ones the "
                 f"dry run showed (they changed since, or no dry run was shown); {len(plan.targets)} would be "
@@ -336,10 +328,4 @@ async def bulk_action(request: Request) -> Response:
             )
         return _act_on(engine, plan)
 
-    try:
-        message = await console.call(act)
-    except IncarnateError as err:
-        return go_back("error", f"{err} (code: {err.code})")
-    except (ValueError, LookupError) as err:
-        return go_back("error", str(err))
-    return go_back("ok", message)
+    return await act(request, f"/?{filter_query}" if filter_query else "/", bulk)

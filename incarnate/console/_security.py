@@ -102,13 +102,17 @@ def error_answer(status: int, code: str, message: str, *, as_json: bool) -> tupl
     return f"{message}\n\ncode: {code}\n".encode(), "text/plain; charset=utf-8"
 
 
-def token_problem(token: str | None) -> str | None:
-    """Why ``token`` may not guard a console (too short to resist guessing); None when it may."""
+def token_problem(token: str | None, *, what: str = "console", variable: str = TOKEN_VARIABLE) -> str | None:
+    """Why ``token`` may not guard a server (too short to resist guessing); None when it may.
+
+    ``what`` names the server (the console, the ingress), ``variable`` the
+    environment variable its command reads the token from.
+    """
     if token is None or len(token) >= MIN_TOKEN_LENGTH:
         return None
     return (
-        f"the console token is {len(token)} characters long; it must have at least {MIN_TOKEN_LENGTH} "
-        f"(--token or ${TOKEN_VARIABLE}). Make one with: {MAKE_TOKEN}"
+        f"the {what} token is {len(token)} characters long; it must have at least {MIN_TOKEN_LENGTH} "
+        f"(--token or ${variable}). Make one with: {MAKE_TOKEN}"
     )
 
 
