@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -29,7 +28,7 @@ from eventsourcing.utils import get_topic, resolve_topic
 from aggregates._keyed import SlotData
 from aggregates._records import Activation, Activations, Message
 from aggregates.errors import DecodeError
-from statechart.codec import make_converter
+from statechart.codec import make_converter, plain_json
 from statechart.effects import Effect
 
 
@@ -62,8 +61,11 @@ def make_event_converter() -> cattrs.Converter:
 
 CONVERTER = make_event_converter()
 
-_PLAIN = frozenset({str | None, int | None, float | None, dict[str, Any], dict[str, Any] | None})
+_PLAIN = frozenset({str | None, int | None, dict[str, Any], dict[str, Any] | None})
 """Field types whose values the stored form keeps as they are: optional scalars and encoded snapshots.
+
+(Floats are not among them: every float goes through the converter's
+finite check, :func:`statechart.codec.finite_float`.)
 
 An encoded snapshot (``JsonObject``) is JSON data built by the snapshot
 codec, so copying it value by value, as a converter does for ``dict[str,
@@ -125,7 +127,7 @@ def stored_json(data: object) -> bytes:
     but writes a NaN or an infinity as ``null``; its output is therefore
     checked: read back and compared with ``data`` (a few microseconds,
     C-level), or, for a text of :data:`_WALKED` bytes or more, by walking
-    ``data`` for anything but plain JSON values (see :func:`_plain_json`).
+    ``data`` for anything but plain JSON values (see :func:`plain_json`).
     Anything else — a non-finite float, a tuple, a key that is not a
     string, a value of another type — sends ``data`` through the standard
     library's strict encoder instead, which raises ``ValueError`` for a
@@ -140,39 +142,34 @@ def stored_json(data: object) -> bytes:
     if len(encoded) < _WALKED:
         if _FAST_DECODE(encoded) == data:
             return encoded
-    elif _plain_json(data):
+    elif plain_json(data):
         return encoded
     return _STRICT.encode(data).encode()
 
 
-def _plain_json(data: object) -> bool:
-    """Whether ``data`` is only dicts with string keys, lists, strings, ints, bools, None and finite floats.
+def typed_json(data: dict[str, Any], untyped: tuple[tuple[str, ...], ...]) -> bytes:
+    """The stored text of an event's ``data`` whose class vouches for its fields, checking only ``untyped``.
 
-    Exact types only (a subclass, such as an enum, is not plain): for such
-    data msgspec writes what the standard library writes. Iterative, so
-    deep data cannot exhaust the stack.
+    An event class that declares ``untyped_paths`` (see
+    :class:`CattrsMapper`) is made only of fields whose converter hooks
+    produce plain JSON by construction (strings, integers, checked floats,
+    enum values, checked JSON values, and containers of them), but for the
+    paths it names: data a chart's author typed, such as a snapshot's
+    ``context``, which may hold anything a converter passes through. Only
+    those subtrees are checked (walked, see :func:`plain_json`); the text
+    is then msgspec's. When one of them is not plain, or msgspec refuses the
+    data, :func:`stored_json` decides, with its errors.
     """
-    pending: list[object] = [data]
-    pop, extend = pending.pop, pending.extend
-    while pending:
-        item = pop()
-        kind = type(item)
-        if kind is str or kind is int or kind is bool or item is None:
-            continue
-        if kind is float:
-            if not math.isfinite(item):  # type: ignore[arg-type]
-                return False
-        elif kind is dict:
-            mapping: dict[object, object] = item  # type: ignore[assignment]
-            for key in mapping:
-                if type(key) is not str:
-                    return False
-            extend(mapping.values())
-        elif kind is list:
-            extend(item)  # type: ignore[arg-type]
-        else:
-            return False
-    return True
+    for path in untyped:
+        value: Any = data
+        for name in path:
+            value = value.get(name) if type(value) is dict else None
+        if value is not None and not plain_json(value):
+            return stored_json(data)
+    try:
+        return _FAST_ENCODE(data)
+    except (TypeError, ValueError, OverflowError):
+        return stored_json(data)
 
 
 def read_stored_json(state: bytes) -> Any:
@@ -242,11 +239,22 @@ def upcast(cls: type[Any], stored: int, data: dict[str, Any]) -> None:
 
 class CattrsMapper(Mapper[UUID]):
     """Maps domain events to stored events through the cattrs codec (compression and
-    encryption, when configured, apply as usual)."""
+    encryption, when configured, apply as usual).
+
+    An event class may declare ``untyped_paths``: a tuple of field paths
+    (each a tuple of keys into its unstructured data) that hold
+    author-typed data; everything else in it is plain JSON by the
+    converter's construction, so only those paths are checked before the
+    text is written (:func:`typed_json`). A class without the declaration
+    is checked whole (:func:`stored_json`). The declarations are verified
+    against the classes' field types by the test suite.
+    """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
-        data = STORED_CONVERTER.unstructure(domain_event, type(domain_event))
-        state = stored_json(data)
+        cls = type(domain_event)
+        data = STORED_CONVERTER.unstructure(domain_event, cls)
+        untyped: tuple[tuple[str, ...], ...] | None = getattr(cls, "untyped_paths", None)
+        state = stored_json(data) if untyped is None else typed_json(data, untyped)
         del data  # a large snapshot's data is not kept through compression
         if self.compressor:
             state = self.compressor.compress(state)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 import attrs
@@ -110,7 +110,14 @@ class Instance(Aggregate):
         its properties: every committed event and every replayed one goes
         through it. The class is never stored (each event's topic names its
         own class).
+
+        Its fields are plain JSON by the converter's construction, but for
+        the paths ``untyped_paths`` names (see
+        :class:`aggregates._codec.CattrsMapper`): only those are checked when
+        the event is stored.
         """
+
+        untyped_paths: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
         def mutate(self, aggregate: Any) -> Any:
             if aggregate is None:
@@ -127,6 +134,8 @@ class Instance(Aggregate):
 
     class Started(Aggregate.Created):
         """The instance exists: what it runs, on what input, and where it sits in its tree."""
+
+        untyped_paths: ClassVar[tuple[tuple[str, ...], ...]] = ()  # plain JSON by construction (see Fact)
 
         kind: InstanceKind
         name: str
@@ -302,6 +311,8 @@ class Instance(Aggregate):
         """
 
         class_version = 2
+        untyped_paths = (("parts", "context"), ("snapshot",))
+        """The author-typed data a step stores: the context it changed, or an older form's whole snapshot."""
 
         trigger: Event | None
         consumed: int | None
@@ -759,6 +770,8 @@ class Instance(Aggregate):
 
     class Migrated(Fact):
         """An operator mapped the stored snapshot onto a new version of the chart."""
+
+        untyped_paths = (("snapshot",),)
 
         mapping: tuple[tuple[str, str], ...]
         fingerprint: str

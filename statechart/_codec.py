@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections.abc
 import contextvars
 import enum
+import json
 import math
 import typing
 from collections.abc import Callable
@@ -80,6 +81,48 @@ def check_json(value: object, path: str = "$") -> JsonValue:
         return value
     hint = " (use a list)" if isinstance(value, tuple | set | frozenset) else ""
     raise TypeError(f"{path}: {type(value).__name__} {value!r} is not JSON data{hint}")
+
+
+def plain_json(data: object) -> bool:
+    """Whether ``data`` is only dicts with string keys, lists, strings, ints, bools, None and finite floats.
+
+    Exact types only (a subclass, such as an enum, is not plain): for such
+    data msgspec writes what the standard library writes. Iterative, so
+    deep data cannot exhaust the stack.
+    """
+    pending: list[object] = [data]
+    pop, extend = pending.pop, pending.extend
+    while pending:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is float:
+            if not math.isfinite(item):  # type: ignore[arg-type]
+                return False
+        elif kind is dict:
+            mapping: dict[object, object] = item  # type: ignore[assignment]
+            for key in mapping:
+                if type(key) is not str:
+                    return False
+            extend(mapping.values())
+        elif kind is list:
+            extend(item)  # type: ignore[arg-type]
+        else:
+            return False
+    return True
+
+
+def finite_float(value: float) -> float:
+    """``value`` if it is a finite number, else ``ValueError``: JSON has no NaN or infinity.
+
+    The converter's unstructure hook for ``float``: a non-finite float in a
+    context, a timer or a stored field is refused where it is encoded,
+    never written as ``null``.
+    """
+    if value - value != 0:  # NaN - NaN and inf - inf are NaN; x - x is 0 for every finite x
+        raise ValueError(f"{value!r} is not representable in JSON (it has no NaN or infinity)")
+    return value
 
 
 def _json_hook(value: object, _type: object) -> JsonValue:
@@ -188,6 +231,7 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_collection, _strict_collection)
     converter.register_structure_hook_func(is_json_type, _json_hook)
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
+    converter.register_unstructure_hook(float, finite_float)
     # Stored only when set (an autoforwarded copy, an event of a cancelled invocation, an event
     # that came over HTTP), so that every other event is stored exactly as before the fields existed.
     converter.register_unstructure_hook_factory(
@@ -272,6 +316,7 @@ class SnapshotCodec(Generic[C]):
         except (TypeError, ValueError) as error:
             self._locate(snapshot)
             raise errors.CodecError(self.chart.name, "snapshot", str(error)) from error
+        self._check_context(data.get("context"))
         return data
 
     def encode_delta(self, before: Snapshot[C] | None, after: Snapshot[C]) -> SnapshotDelta:
@@ -288,8 +333,10 @@ class SnapshotCodec(Generic[C]):
                     old = getattr(before, name)
                     if value is old or value == old:
                         continue
-                typ = self.chart.context_type if name == "context" else annotation
-                parts[name] = self.converter.unstructure(value, typ)
+                if name == "context":
+                    parts[name] = self.converter.unstructure(value, self.chart.context_type)
+                else:
+                    parts[name] = self.converter.unstructure(value, annotation)
             changes = slot_changes(before, after)
             unstructure = self.converter.unstructure
             added = tuple(unstructure(slot, ChildSlot) for slot in changes.added)
@@ -297,7 +344,24 @@ class SnapshotCodec(Generic[C]):
         except (TypeError, ValueError):
             self.encode(after)  # raises the CodecError that names the field
             raise
+        if "context" in parts:
+            self._check_context(parts["context"])
         return SnapshotDelta(parts, added, changed, changes.removed)
+
+    def _check_context(self, data: object) -> None:
+        """A :class:`CodecError` when the encoded context is not JSON data (a value passed through).
+
+        A context field typed ``Any`` (or a custom hook) can hand over a value
+        JSON has no form for, such as a ``datetime`` or a ``set``: refused
+        here, naming the context, rather than when the step is stored. A
+        tuple is written as a list, as the standard library writes it.
+        """
+        if plain_json(data):
+            return
+        try:
+            json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise errors.CodecError(self.chart.name, "snapshot.context", str(error)) from error
 
     def _locate(self, snapshot: Snapshot[C]) -> None:
         """Raise a CodecError naming the (nested) snapshot field that does not encode."""

@@ -3,7 +3,9 @@
 :class:`SnapshotCodec` encodes and decodes the snapshots of one chart (and,
 with ``encode_delta``, what one macrostep changed: a :class:`SnapshotDelta`).
 :func:`context_from_input` builds a chart's context from a JSON input;
-:func:`check_json` and :func:`check_text` refuse what cannot be stored.
+:func:`check_json` and :func:`check_text` refuse what cannot be stored;
+:func:`plain_json` tells whether data is plain JSON without raising, and
+:func:`finite_float` is the converter's check of every float.
 :data:`CONVERTER` is the shared strict cattrs converter, and
 :func:`make_converter` makes another to extend.
 """
@@ -15,7 +17,9 @@ from statechart._codec import (
     check_json,
     check_text,
     context_from_input,
+    finite_float,
     make_converter,
+    plain_json,
 )
 
 __all__ = [
@@ -25,5 +29,7 @@ __all__ = [
     "check_json",
     "check_text",
     "context_from_input",
+    "finite_float",
     "make_converter",
+    "plain_json",
 ]

@@ -14,22 +14,30 @@ any JSON data, NaN and infinities refused as before.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import math
 import tracemalloc
+import types
+import typing
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import attrs
 import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aggregates import CattrsMapper, Instance, read_stored_json, stored_json
-from aggregates._codec import _WALKED, encode_event
+from aggregates import CattrsMapper, ChartVersion, Instance, InstanceSnapshot, read_stored_json, stored_json
+from aggregates._codec import _WALKED, encode_event, typed_json
 from incarnate import testing
 from incarnate._demo import CHARTS, ORDER, TASKS
+from statechart._codec import _PARTS, is_json_type
+from statechart.snapshot import ChildSlot, Snapshot
 
 
 def reference_state(event: Any) -> bytes:
@@ -196,3 +204,129 @@ def test_encoding_a_large_text_does_not_build_a_second_copy_of_its_data() -> Non
     assert len(stored) > _WALKED
     decoded_copy = len(stored) * 3  # a decoded copy of these dicts takes several times their text
     assert peak < len(stored) + decoded_copy // 3, (peak, len(stored))
+
+
+# The typed fast path: an Instance event is plain JSON by its converter's construction, but for
+# the paths its class names (``untyped_paths``); only those are checked before its text is written.
+
+
+def instance_event_classes() -> list[type[Any]]:
+    """Every stored Instance event class."""
+    return [
+        value
+        for value in vars(Instance).values()
+        if isinstance(value, type)
+        and dataclasses.is_dataclass(value)
+        and value.__qualname__.startswith("Instance.")
+        and value.__name__ not in ("Event", "Created", "Fact")  # bases, never stored themselves
+    ]
+
+
+SNAPSHOT_PARTS = {name: annotation for name, annotation in _PARTS if name != "context"}
+ENCODED_BY_THE_SNAPSHOT_CODEC: dict[tuple[str, str], Any] = {
+    # (class, field): what the field's ``dict[str, Any]`` holds, as the snapshot codec encodes it
+    ("Stepped", "parts"): SNAPSHOT_PARTS,
+    ("Stepped", "added"): ChildSlot,
+    ("Stepped", "changed"): ChildSlot,
+}
+COLUMNS = {"originator_id", "originator_version"}  # stored as the stored event's own columns
+
+
+def untyped_in(annotation: Any, where: str, seen: set[Any]) -> list[str]:
+    """Where, inside ``annotation``, a converter could pass a value through unchecked."""
+    if annotation in (str, int, bool, float, type(None), UUID, datetime) or is_json_type(annotation):
+        return []
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        plain = all(type(member.value) in (str, int) for member in annotation)
+        return [] if plain else [f"{where}: enum {annotation.__name__} has values that are not str or int"]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (tuple, list):
+        return [p for arg in args if arg is not Ellipsis for p in untyped_in(arg, f"{where}[]", seen)]
+    if origin is dict:
+        if args[0] is not str:
+            return [f"{where}: keys of {annotation}"]
+        return untyped_in(args[1], f"{where}{{}}", seen)
+    if origin in (typing.Union, types.UnionType):
+        return [p for arg in args for p in untyped_in(arg, where, seen)]
+    if isinstance(annotation, type) and (attrs.has(annotation) or dataclasses.is_dataclass(annotation)):
+        if annotation in seen:
+            return []
+        seen.add(annotation)
+        hints = typing.get_type_hints(annotation)
+        names = (
+            [f.name for f in attrs.fields(annotation) if f.init]  # the converter's fields
+            if attrs.has(annotation)
+            else [f.name for f in dataclasses.fields(annotation)]  # type: ignore[arg-type]
+        )
+        return [
+            p
+            for name in names
+            if name not in COLUMNS
+            for p in untyped_in(hints[name], f"{where}.{name}", seen)
+        ]
+    return [f"{where}: {annotation!r}"]
+
+
+@pytest.mark.parametrize("cls", instance_event_classes(), ids=lambda cls: cls.__name__)
+def test_every_instance_event_is_plain_json_by_construction_but_for_the_paths_it_declares(
+    cls: type[Any],
+) -> None:
+    untyped = cls.untyped_paths
+    assert untyped is not None
+    declared = {path[0]: path[1:] for path in untyped}
+    hints = typing.get_type_hints(cls)
+    problems: list[str] = []
+    for field in dataclasses.fields(cls):
+        name = field.name
+        if name in COLUMNS:
+            continue
+        encoded = ENCODED_BY_THE_SNAPSHOT_CODEC.get((cls.__name__, name))
+        if name in declared and not declared[name]:
+            continue  # checked whole when stored
+        if isinstance(encoded, dict):  # snapshot parts: typed but for what the class declares
+            left = {part for part in encoded if (part,) != declared.get(name)}
+            problems += [p for part in left for p in untyped_in(encoded[part], f"{name}.{part}", set())]
+            assert declared.get(name) == ("context",), f"{cls.__name__}.{name} must declare its context"
+        elif encoded is not None:
+            problems += untyped_in(encoded, name, set())
+        else:
+            problems += untyped_in(hints[name], name, set())
+    assert not problems, f"{cls.__name__} declares {untyped} untyped, and also holds: {problems}"
+
+
+def test_the_walk_finds_what_a_converter_would_pass_through() -> None:
+    assert untyped_in(dict[str, Any], "parts", set()) == ["parts{}: typing.Any"]
+    assert untyped_in(Snapshot, "snapshot", set()) == ["snapshot.context: +C"]
+    assert untyped_in(Instance.Migrated, "migrated", set()) == ["migrated.snapshot{}: typing.Any"]
+    assert not untyped_in(Instance.Birth, "birth", set())
+
+
+def test_the_snapshot_parts_hold_no_author_typed_data_but_the_context() -> None:
+    assert typing.get_type_hints(Snapshot)["context"] not in SNAPSHOT_PARTS.values()
+    assert set(SNAPSHOT_PARTS) | {"context", "children"} == {f.name for f in attrs.fields(Snapshot) if f.init}
+
+
+CONTEXTS = JSON_DATA | st.sampled_from(
+    [math.nan, {"ratio": math.inf}, [1, (2, 3)], {"when": datetime(2026, 1, 1)}, {"ids": {1, 2}}, {1: "one"}]
+)
+
+
+@given(CONTEXTS)
+def test_a_step_with_any_context_is_stored_as_the_whole_check_stores_it_or_refused_alike(
+    context: Any,
+) -> None:
+    data = {"trigger": None, "now": 1.5, "parts": {"context": context, "steps": 2}, "snapshot": None}
+    try:
+        expected: bytes | type[BaseException] = stored_json(data)
+    except (TypeError, ValueError) as error:
+        expected = type(error)
+    if isinstance(expected, bytes):
+        assert typed_json(data, Instance.Stepped.untyped_paths) == expected
+    else:
+        with pytest.raises(expected):
+            typed_json(data, Instance.Stepped.untyped_paths)
+
+
+def test_snapshots_and_chart_versions_declare_nothing_so_they_are_checked_whole() -> None:
+    assert getattr(InstanceSnapshot, "untyped_paths", None) is None
+    assert getattr(ChartVersion.Registered, "untyped_paths", None) is None
