@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import attrs
@@ -32,15 +32,17 @@ class InstanceStatus(enum.Enum):
     ORPHAN = "orphan"
     """Ended by recovery because its counterpart (its parent) is gone; distinct from failed and cancelled."""
 
-    @property
-    def finished(self) -> bool:
-        """Whether the instance has ended for good."""
-        return self in (
-            InstanceStatus.DONE,
-            InstanceStatus.FAILED,
-            InstanceStatus.CANCELLED,
-            InstanceStatus.ORPHAN,
-        )
+    if TYPE_CHECKING:  # each member's plain attribute, set below
+
+        @property
+        def finished(self) -> bool:
+            """Whether the instance has ended for good (done, failed, cancelled or orphan)."""
+
+
+# A plain attribute of each member, not a property: it is read on every step of every instance.
+for _status in InstanceStatus:
+    object.__setattr__(_status, "finished", _status.value in ("done", "failed", "cancelled", "orphan"))
+del _status
 
 
 class ActivationState(enum.Enum):

@@ -21,6 +21,7 @@ import contextvars
 import enum
 import json
 import math
+import operator
 import typing
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, Union, get_args, get_origin
@@ -221,6 +222,11 @@ def _strict_collection(annotation: Any, converter: cattrs.Converter) -> Callable
     return structure
 
 
+def _is_plain_enum(cls: object) -> bool:
+    """An enum whose members' values are stored as they are (not one that types its ``_value_``)."""
+    return isinstance(cls, type) and issubclass(cls, enum.Enum) and "_value_" not in cls.__annotations__
+
+
 def make_converter() -> cattrs.Converter:
     """A strict converter: no extra keys, no conversions between scalars, tuples as lists, JSON checked."""
     converter = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
@@ -232,6 +238,8 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(is_json_type, _json_hook)
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
     converter.register_unstructure_hook(float, finite_float)
+    # An enum is stored as its value, read straight from the member (no property, no Python frame).
+    converter.register_unstructure_hook_factory(_is_plain_enum, lambda _cls: operator.attrgetter("_value_"))
     # Stored only when set (an autoforwarded copy, an event of a cancelled invocation, an event
     # that came over HTTP), so that every other event is stored exactly as before the fields existed.
     converter.register_unstructure_hook_factory(
