@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -19,6 +20,7 @@ from uuid import UUID
 import cattrs
 import msgspec
 from cattrs.errors import ClassValidationError
+from cattrs.fns import identity
 from cattrs.gen import make_dict_unstructure_fn, override
 from cattrs.strategies import configure_tagged_union
 from eventsourcing.domain import DomainEventProtocol
@@ -99,7 +101,8 @@ def make_stored_converter() -> cattrs.Converter:
             cls, converter, originator_id=override(omit=True), originator_version=override(omit=True)
         ),
     )
-    converter.register_unstructure_hook_func(_PLAIN.__contains__, lambda value: value)
+    # cattrs' own identity: a tuple of such values is then unstructured by ``list`` alone.
+    converter.register_unstructure_hook_func(_PLAIN.__contains__, identity)
     converter.register_unstructure_hook_func(lambda t: t == UUID | None, _optional_uuid)
     return converter
 
@@ -237,6 +240,10 @@ def upcast(cls: type[Any], stored: int, data: dict[str, Any]) -> None:
         getattr(cls, f"upcast_v{version}_v{version + 1}")(data)
 
 
+_ENCODINGS: dict[type[Any], tuple[Callable[[Any], Any], tuple[tuple[str, ...], ...] | None]] = {}
+"""Per event class: its stored unstructure hook and its ``untyped_paths``, looked up once."""
+
+
 class CattrsMapper(Mapper[UUID]):
     """Maps domain events to stored events through the cattrs codec (compression and
     encryption, when configured, apply as usual).
@@ -252,8 +259,14 @@ class CattrsMapper(Mapper[UUID]):
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         cls = type(domain_event)
-        data = STORED_CONVERTER.unstructure(domain_event, cls)
-        untyped: tuple[tuple[str, ...], ...] | None = getattr(cls, "untyped_paths", None)
+        encoding = _ENCODINGS.get(cls)
+        if encoding is None:
+            encoding = _ENCODINGS[cls] = (
+                STORED_CONVERTER.get_unstructure_hook(cls),
+                getattr(cls, "untyped_paths", None),
+            )
+        unstructure, untyped = encoding
+        data = unstructure(domain_event)
         state = stored_json(data) if untyped is None else typed_json(data, untyped)
         del data  # a large snapshot's data is not kept through compression
         if self.compressor:

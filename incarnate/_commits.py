@@ -46,8 +46,12 @@ class _Unit:
         self.ids = frozenset(instance.id for instance in instances)
         self.done = False
         self.error: BaseException | None = None
-        self.wake = threading.Event()
-        """Set when the unit is written, or when its thread is to lead the next transaction."""
+        self.wake: threading.Event | None = None
+        """Set when the unit is written, or when its thread is to lead the next transaction.
+
+        Made (under the queue's lock) only for a unit whose thread follows a
+        leader: a thread that leads its own unit never waits on it.
+        """
 
 
 class GroupCommit:
@@ -90,12 +94,14 @@ class GroupCommit:
         """
         unit = _Unit(instances)
         with self._cond:
-            self._queue.append(unit)
             follow = self._leading
+            if follow:
+                unit.wake = threading.Event()
+            self._queue.append(unit)
             self._leading = True
             if follow and self.max_wait > 0:
                 self._cond.notify()  # a leader waiting for company counts the queue again
-        if follow:
+        if unit.wake is not None:
             unit.wake.wait()  # written by a leader, or handed the lead
             if unit.done:
                 return self._outcome(unit)
@@ -105,7 +111,7 @@ class GroupCommit:
         finally:
             with self._cond:
                 if self._queue:
-                    self._queue[0].wake.set()  # the oldest waiting thread leads next
+                    self._wake(self._queue[0])  # the oldest waiting thread leads next
                 else:
                     self._leading = False
         return self._outcome(unit)
@@ -136,7 +142,13 @@ class GroupCommit:
         finally:
             for unit in batch:
                 unit.done = True
-                unit.wake.set()
+                self._wake(unit)
+
+    @staticmethod
+    def _wake(unit: _Unit) -> None:
+        """Wake the unit's thread, if it waits (the leader's own unit has no one waiting)."""
+        if unit.wake is not None:
+            unit.wake.set()
 
     def _take(self) -> list[_Unit]:
         """Up to ``max_batch`` queued units, oldest first, no two writing one instance (lock held)."""

@@ -210,11 +210,13 @@ class Copies:
     def saw(self, instances: Iterable[Instance]) -> None:
         """Remember the committed copies (newest version wins; the oldest entries go first)."""
         with self._lock:
+            latest = self._latest
             for instance in instances:
-                known = self._latest.get(instance.id)
-                if known is None or known.version < instance.version:
-                    make_room(self._latest, self.size, instance.id)
-                    self._latest[instance.id] = clone(instance)
+                instance_id = instance._id  # the aggregate's id, read without its property
+                known = latest.get(instance_id)
+                if known is None or known._version < instance._version:
+                    make_room(latest, self.size, instance_id)
+                    latest[instance_id] = clone(instance)
 
     def latest(self, instance_id: UUID) -> Instance | None:
         """A private copy of the version this engine last committed, if it remembers one."""

@@ -89,6 +89,10 @@ class Workshop(Protocol):
         ...
 
 
+_UNLOADED = object()
+"""What :meth:`UnitOfWork.load` finds for an instance it has not loaded yet (None: loaded, absent)."""
+
+
 class UnitOfWork:
     """Loaded and new aggregates of one commit, and what to enact after it."""
 
@@ -107,15 +111,18 @@ class UnitOfWork:
 
     def load(self, instance_id: UUID) -> Instance | None:
         """The instance, loaded once per unit of work (None when it does not exist)."""
-        if instance_id in self.created:
-            return self.created[instance_id]
-        if instance_id not in self.loaded:
-            try:
-                instance: Instance | None = self.workshop.load(instance_id, fresh=self.fresh)
-            except AggregateNotFoundError:
-                instance = None
-            self.loaded[instance_id] = instance
-        return self.loaded[instance_id]
+        created = self.created.get(instance_id)
+        if created is not None:
+            return created
+        loaded = self.loaded.get(instance_id, _UNLOADED)
+        if loaded is not _UNLOADED:
+            return loaded  # type: ignore[return-value]
+        try:
+            instance: Instance | None = self.workshop.load(instance_id, fresh=self.fresh)
+        except AggregateNotFoundError:
+            instance = None
+        self.loaded[instance_id] = instance
+        return instance
 
     def fence(self, instance: Instance) -> None:
         """Mark a loaded instance as written by its owner: its incarnation must be held.

@@ -316,6 +316,15 @@ class SnapshotCodec(Generic[C]):
         self.chart = chart
         self.converter = converter or CONVERTER
         self.type: Any = Snapshot[chart.context_type]  # type: ignore[name-defined]
+        self._slot_hook = self.converter.get_unstructure_hook(ChildSlot)
+        self._part_hooks: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+            (
+                name,
+                self.converter.get_unstructure_hook(chart.context_type if name == "context" else annotation),
+            )
+            for name, annotation in _PARTS
+        )
+        """Each part's unstructure hook, looked up once (a macrostep encodes several)."""
 
     def encode(self, snapshot: Snapshot[C]) -> dict[str, Any]:
         """The snapshot as JSON-compatible data."""
@@ -335,20 +344,17 @@ class SnapshotCodec(Generic[C]):
         """
         parts: dict[str, Any] = {}
         try:
-            for name, annotation in _PARTS:
+            for name, hook in self._part_hooks:
                 value = getattr(after, name)
                 if before is not None:
                     old = getattr(before, name)
                     if value is old or value == old:
                         continue
-                if name == "context":
-                    parts[name] = self.converter.unstructure(value, self.chart.context_type)
-                else:
-                    parts[name] = self.converter.unstructure(value, annotation)
+                parts[name] = hook(value)
             changes = slot_changes(before, after)
-            unstructure = self.converter.unstructure
-            added = tuple(unstructure(slot, ChildSlot) for slot in changes.added)
-            changed = tuple(unstructure(slot, ChildSlot) for slot in changes.changed)
+            slot_hook = self._slot_hook
+            added = tuple(slot_hook(slot) for slot in changes.added)
+            changed = tuple(slot_hook(slot) for slot in changes.changed)
         except (TypeError, ValueError):
             self.encode(after)  # raises the CodecError that names the field
             raise
