@@ -27,6 +27,7 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
+from aggregates._identity import BirthFacts
 from aggregates._keyed import SlotData
 from aggregates._records import Activation, Activations, Message
 from aggregates.errors import DecodeError
@@ -104,7 +105,34 @@ def make_stored_converter() -> cattrs.Converter:
     # cattrs' own identity: a tuple of such values is then unstructured by ``list`` alone.
     converter.register_unstructure_hook_func(_PLAIN.__contains__, identity)
     converter.register_unstructure_hook_func(lambda t: t == UUID | None, _optional_uuid)
+    converter.register_unstructure_hook(
+        BirthFacts, _LastBirth(converter.gen_unstructure_attrs_fromdict(BirthFacts))
+    )
     return converter
+
+
+class _LastBirth:
+    """The stored unstructure hook of :class:`BirthFacts`, remembering the last facts it encoded.
+
+    A commit that births a child stores the same facts object twice: in the
+    parent's ``Birth`` (or ``ChildResume``) and in the child's ``Started``.
+    The second encoding returns the first's data (read only: the mapper
+    writes it as text and drops it).
+    """
+
+    __slots__ = ("last", "make")
+
+    def __init__(self, make: Callable[[BirthFacts], dict[str, Any]]) -> None:
+        self.make = make
+        self.last: tuple[BirthFacts, dict[str, Any]] | None = None
+
+    def __call__(self, facts: BirthFacts) -> dict[str, Any]:
+        last = self.last  # one read: another thread may replace it meanwhile
+        if last is not None and last[0] is facts:
+            return last[1]
+        data = self.make(facts)
+        self.last = (facts, data)
+        return data
 
 
 STORED_CONVERTER = make_stored_converter()
