@@ -84,8 +84,33 @@ def _is_domain_event(cls: object) -> bool:
     )
 
 
+class _UuidText:
+    """``str(uuid)``, remembering the last UUID object it wrote.
+
+    The ids one commit stores are mostly one object again and again (a
+    parent's id in every Ref of its children, a root's in every ``root``),
+    and ``UUID.__str__`` is Python code; an identity test is not.
+    """
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: tuple[UUID, str] | None = None
+
+    def __call__(self, value: UUID) -> str:
+        last = self.last  # one read: another thread may replace it meanwhile
+        if last is not None and last[0] is value:
+            return last[1]
+        text = str(value)
+        self.last = (value, text)
+        return text
+
+
+_uuid_text = _UuidText()
+
+
 def _optional_uuid(value: UUID | None) -> str | None:
-    return None if value is None else str(value)
+    return None if value is None else _uuid_text(value)
 
 
 def make_stored_converter() -> cattrs.Converter:
@@ -104,6 +129,7 @@ def make_stored_converter() -> cattrs.Converter:
     )
     # cattrs' own identity: a tuple of such values is then unstructured by ``list`` alone.
     converter.register_unstructure_hook_func(_PLAIN.__contains__, identity)
+    converter.register_unstructure_hook(UUID, _uuid_text)
     converter.register_unstructure_hook_func(lambda t: t == UUID | None, _optional_uuid)
     converter.register_unstructure_hook(
         BirthFacts, _LastBirth(converter.gen_unstructure_attrs_fromdict(BirthFacts))
