@@ -84,29 +84,33 @@ def _is_domain_event(cls: object) -> bool:
     )
 
 
-class _UuidText:
-    """``str(uuid)``, remembering the last UUID object it wrote.
+class _Last:
+    """An unstructure hook that remembers the last object it encoded, and gives its data again.
 
-    The ids one commit stores are mostly one object again and again (a
-    parent's id in every Ref of its children, a root's in every ``root``),
-    and ``UUID.__str__`` is Python code; an identity test is not.
+    One commit stores some objects several times: a parent's id in every
+    Ref of its children and a root's in every ``root`` (``UUID.__str__`` is
+    Python code), a child's :class:`BirthFacts` in the parent's ``Birth``
+    (or ``ChildResume``) and in the child's ``Started``. An identity test
+    is cheaper than encoding again; the data is only read (the mapper
+    writes it as text and drops it), so sharing it is safe.
     """
 
-    __slots__ = ("last",)
+    __slots__ = ("last", "make")
 
-    def __init__(self) -> None:
-        self.last: tuple[UUID, str] | None = None
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        self.make = make
+        self.last: tuple[Any, Any] | None = None
 
-    def __call__(self, value: UUID) -> str:
+    def __call__(self, value: Any) -> Any:
         last = self.last  # one read: another thread may replace it meanwhile
         if last is not None and last[0] is value:
             return last[1]
-        text = str(value)
-        self.last = (value, text)
-        return text
+        data = self.make(value)
+        self.last = (value, data)
+        return data
 
 
-_uuid_text = _UuidText()
+_uuid_text = _Last(str)
 
 
 def _optional_uuid(value: UUID | None) -> str | None:
@@ -132,33 +136,9 @@ def make_stored_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(UUID, _uuid_text)
     converter.register_unstructure_hook_func(lambda t: t == UUID | None, _optional_uuid)
     converter.register_unstructure_hook(
-        BirthFacts, _LastBirth(converter.gen_unstructure_attrs_fromdict(BirthFacts))
+        BirthFacts, _Last(converter.gen_unstructure_attrs_fromdict(BirthFacts))
     )
     return converter
-
-
-class _LastBirth:
-    """The stored unstructure hook of :class:`BirthFacts`, remembering the last facts it encoded.
-
-    A commit that births a child stores the same facts object twice: in the
-    parent's ``Birth`` (or ``ChildResume``) and in the child's ``Started``.
-    The second encoding returns the first's data (read only: the mapper
-    writes it as text and drops it).
-    """
-
-    __slots__ = ("last", "make")
-
-    def __init__(self, make: Callable[[BirthFacts], dict[str, Any]]) -> None:
-        self.make = make
-        self.last: tuple[BirthFacts, dict[str, Any]] | None = None
-
-    def __call__(self, facts: BirthFacts) -> dict[str, Any]:
-        last = self.last  # one read: another thread may replace it meanwhile
-        if last is not None and last[0] is facts:
-            return last[1]
-        data = self.make(facts)
-        self.last = (facts, data)
-        return data
 
 
 STORED_CONVERTER = make_stored_converter()

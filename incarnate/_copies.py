@@ -212,9 +212,9 @@ class Copies:
         with self._lock:
             latest = self._latest
             for instance in instances:
-                instance_id = instance._id  # the aggregate's id, read without its property
+                instance_id = instance.id
                 known = latest.get(instance_id)
-                if known is None or known._version < instance._version:
+                if known is None or known.version < instance.version:
                     make_room(latest, self.size, instance_id)
                     latest[instance_id] = clone(instance)
 
