@@ -5,7 +5,9 @@ fan-out children whose tasks log their side effects by idempotency key, a
 task that fails its first attempt and is retried, a timer, and a human gate)
 from a plain engine, answers each gate through the API a moment after the
 tree reaches it, and every few seconds either SIGKILLs a random worker (a new
-one replaces it) or SIGSTOPs one and SIGCONTs it after more than its lease.
+one replaces it) or SIGSTOPs one and SIGCONTs it after more than its lease. The thawing runs on
+a thread of its own: on SQLite a worker frozen inside a write transaction
+holds the file's lock, and the controller's own writes wait for it.
 
 At the end: every tree completed exactly once with every outcome and its
 gate's answer (nothing accepted is lost), nothing is stuck past the deadline,
@@ -29,8 +31,11 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from uuid import UUID
 
@@ -102,6 +107,8 @@ class Fleet:
         self.frozen_since: dict[int, float] = {}
         self.disruptions: list[Disruption] = []
         self.spawned = 0
+        self.lock = threading.Lock()
+        """Held while a worker is killed, frozen or thawed (by the controller or the thawing thread)."""
 
     def spawn(self) -> WorkerProcess:
         """A new worker process (not waited for)."""
@@ -111,8 +118,17 @@ class Fleet:
         self.processes.append(worker)
         return worker
 
+    def calm(self) -> list[int]:
+        """The slots whose worker runs and is not frozen."""
+        with self.lock:
+            return [s for s in range(len(self.slots)) if s not in self.thaw_at and self.slots[s].running()]
+
     def kill(self, slot: int) -> None:
         """SIGKILL the worker in ``slot`` and start a new one in its place."""
+        with self.lock:
+            self._kill(slot)
+
+    def _kill(self, slot: int) -> None:
         worker = self.slots[slot]
         self.disruptions.append(Disruption(worker.engine_id, "kill", time.time(), None))
         worker.process.send_signal(signal.SIGKILL)
@@ -121,10 +137,11 @@ class Fleet:
 
     def freeze(self, slot: int, rng: random.Random) -> None:
         """SIGSTOP the worker in ``slot``; it is thawed after more than its lease."""
-        worker = self.slots[slot]
-        worker.freeze()
-        self.frozen_since[slot] = time.time()
-        self.thaw_at[slot] = time.monotonic() + LEASE + rng.uniform(0.5, 1.5)
+        with self.lock:
+            worker = self.slots[slot]
+            worker.freeze()
+            self.frozen_since[slot] = time.time()
+            self.thaw_at[slot] = time.monotonic() + LEASE + rng.uniform(0.5, 1.5)
 
     def thaw(self, slot: int) -> None:
         """SIGCONT the worker in ``slot``."""
@@ -137,9 +154,34 @@ class Fleet:
 
     def thaw_due(self, everything: bool = False) -> None:
         """Thaw the workers whose freeze has lasted long enough (or all of them)."""
-        for slot, when in list(self.thaw_at.items()):
-            if everything or time.monotonic() >= when:
-                self.thaw(slot)
+        with self.lock:
+            for slot, when in list(self.thaw_at.items()):
+                if everything or time.monotonic() >= when:
+                    self.thaw(slot)
+
+    @contextmanager
+    def thawing(self, limit: float) -> Iterator[None]:
+        """Thaw due workers every 50 ms from a thread of its own, for at most ``limit`` seconds.
+
+        Not from the controller's loop: on SQLite a worker frozen inside a
+        write transaction holds the file's lock, so a ``start`` or ``send``
+        of the controller waits until that worker is thawed.
+        """
+        stop = threading.Event()
+        deadline = time.monotonic() + limit
+
+        def thaw_while_running() -> None:
+            while not stop.wait(0.05) and time.monotonic() < deadline:
+                self.thaw_due()
+
+        thread = threading.Thread(target=thaw_while_running, name="thawing", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(10)
+            self.thaw_due(everything=True)
 
     def output(self) -> str:
         """The last lines of every worker's log."""
@@ -200,25 +242,24 @@ def test_call_trees_complete_exactly_once_while_workers_are_killed_and_frozen(
         roots: list[UUID] = []
         began = time.monotonic()
         next_disruption = began + rng.uniform(1.0, 3.0)
-        while (now := time.monotonic()) < began + size.chaos:
-            # Trees start all through the first three quarters of the chaos.
-            while len(roots) < size.trees * min(1.0, (now - began) / (0.75 * size.chaos)) + 1:
-                if len(roots) == size.trees:
-                    break
-                roots.append(client.start("order"))
-            fleet.thaw_due()
-            if now >= next_disruption:
-                calm = [s for s in range(size.workers) if s not in fleet.thaw_at and fleet.slots[s].running()]
-                if len(calm) >= 2:  # one worker at least keeps working
-                    slot = rng.choice(calm)
-                    if rng.random() < 0.5:
-                        fleet.kill(slot)
-                    else:
-                        fleet.freeze(slot, rng)
-                next_disruption = now + rng.uniform(1.5, 3.5)
-            gates.tick(roots)
-            time.sleep(0.05)
-        fleet.thaw_due(everything=True)
+        with fleet.thawing(size.chaos + 60.0):
+            while (now := time.monotonic()) < began + size.chaos:
+                # Trees start all through the first three quarters of the chaos.
+                while len(roots) < size.trees * min(1.0, (now - began) / (0.75 * size.chaos)) + 1:
+                    if len(roots) == size.trees:
+                        break
+                    roots.append(client.start("order"))
+                if now >= next_disruption:
+                    calm = fleet.calm()
+                    if len(calm) >= 2:  # one worker at least keeps working
+                        slot = rng.choice(calm)
+                        if rng.random() < 0.5:
+                            fleet.kill(slot)
+                        else:
+                            fleet.freeze(slot, rng)
+                    next_disruption = now + rng.uniform(1.5, 3.5)
+                gates.tick(roots)
+                time.sleep(0.05)
         deadline = time.monotonic() + size.drain
         while unfinished(client, roots) and time.monotonic() < deadline:
             gates.tick(roots)
