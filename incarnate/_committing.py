@@ -205,6 +205,7 @@ class CommitPath:
                 holdings.finish(instance_id)
             self.journal.forget(finished)
             self.copies.drop(finished)
+            self.copies.ended(instance for instance in pending if instance.record.status.finished)
         self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:

@@ -6,7 +6,9 @@ committed and the snapshot decoded at that version, so the next unit of
 work neither reads the store nor decodes the whole snapshot again. Both
 caches are bounded (the oldest entries go first) and every mutation holds
 one lock; a finished instance leaves them at its commit, so memory stays
-flat in the number of instances an engine has handled.
+flat in the number of instances an engine has handled. What remains of it
+is its ending, when that is final and small (:meth:`Copies.ended`), so
+that ``handle.result()`` on the engine that finished it reads nothing.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from aggregates import Instance, InstanceKind
+from aggregates import Instance, InstanceKind, InstanceStatus
 from incarnate._tasks import TaskFunction
 from incarnate.errors import ConfigurationError, EngineError
-from statechart import Chart, Registry
+from statechart import Chart, JsonValue, Registry
 from statechart.codec import SnapshotCodec, SnapshotDelta
 from statechart.errors import CodecError
 from statechart.snapshot import Snapshot
@@ -41,6 +43,43 @@ _SNAPSHOT_EVENTS = (Instance.Stepped, Instance.Migrated)
 def keeps_snapshot(events: Iterable[object]) -> bool:
     """Whether ``events`` leave an instance's statechart snapshot as it was."""
     return not any(isinstance(event, _SNAPSHOT_EVENTS) for event in events)
+
+
+ENDINGS_KEPT = 1_000
+"""How many final endings :class:`Copies` remembers (the oldest go first)."""
+
+SMALL_ENDING = 16 * 1024
+"""The most an ending's output and error may hold to be remembered (as :func:`smaller_than` counts)."""
+
+FINAL = frozenset({InstanceStatus.DONE, InstanceStatus.CANCELLED})
+"""The endings nothing changes afterwards: a failed or parked root can be redriven, an orphan resolved."""
+
+
+def smaller_than(value: JsonValue, budget: int) -> int:
+    """What is left of ``budget`` once ``value`` is counted (negative: it did not fit).
+
+    A value counts its text's characters, 8 for itself and 8 for each item
+    of a container. The walk stops as soon as the budget is spent, and a
+    container too long for what is left is not walked, so a large value
+    costs what a value of ``budget`` does.
+    """
+    pending: list[JsonValue] = [value]
+    while pending and budget >= 0:
+        item = pending.pop()
+        budget -= 8
+        if isinstance(item, str):
+            budget -= len(item)
+        elif isinstance(item, dict):
+            budget -= 8 * len(item)
+            if budget >= 0:
+                for key, inner in item.items():
+                    budget -= len(key)
+                    pending.append(inner)
+        elif isinstance(item, list):
+            budget -= 8 * len(item)
+            if budget >= 0:
+                pending.extend(item)
+    return budget
 
 
 def make_room(cache: OrderedDict[UUID, Any], size: int, incoming: UUID) -> None:
@@ -129,6 +168,7 @@ class Copies:
         self._lock = threading.Lock()
         self._latest: OrderedDict[UUID, Instance] = OrderedDict()
         self._decoded: OrderedDict[UUID, tuple[int, Snapshot[Any]]] = OrderedDict()
+        self._endings: OrderedDict[UUID, tuple[InstanceStatus, JsonValue, JsonValue]] = OrderedDict()
 
     # ----------------------------------------------------------- codec
 
@@ -218,6 +258,24 @@ class Copies:
                     make_room(latest, self.size, instance_id)
                     latest[instance_id] = clone(instance)
 
+    def ended(self, instances: Iterable[Instance]) -> None:
+        """Remember how these instances, whose ending this engine just committed, ended.
+
+        Only a final ending (:data:`FINAL`) whose output and error are small
+        (:data:`SMALL_ENDING`) is kept, :data:`ENDINGS_KEPT` at most.
+        """
+        for instance in instances:
+            record = instance.record
+            if record.status not in FINAL or smaller_than([record.output, record.error], SMALL_ENDING) < 0:
+                continue
+            with self._lock:
+                make_room(self._endings, min(self.size, ENDINGS_KEPT), instance.id)
+                self._endings[instance.id] = (record.status, record.output, record.error)
+
+    def ending(self, instance_id: UUID) -> tuple[InstanceStatus, JsonValue, JsonValue] | None:
+        """The remembered final ending of ``instance_id``: status, output, error (see :meth:`ended`)."""
+        return self._endings.get(instance_id)
+
     def latest(self, instance_id: UUID) -> Instance | None:
         """A private copy of the version this engine last committed, if it remembers one."""
         latest = self._latest.get(instance_id)
@@ -230,11 +288,12 @@ class Copies:
                 self._latest.pop(instance_id, None)
 
     def drop(self, instance_ids: Iterable[UUID]) -> None:
-        """Forget the committed copies and decoded snapshots of these instances."""
+        """Forget the committed copies, decoded snapshots and endings of these instances."""
         with self._lock:
             for instance_id in instance_ids:
                 self._latest.pop(instance_id, None)
                 self._decoded.pop(instance_id, None)
+                self._endings.pop(instance_id, None)
 
     def remembered(self) -> frozenset[UUID]:
         """The instances of which a committed copy or a decoded snapshot is remembered."""
@@ -244,3 +303,7 @@ class Copies:
     def sizes(self) -> tuple[int, int]:
         """How many committed copies and decoded snapshots are remembered."""
         return len(self._latest), len(self._decoded)
+
+    def endings(self) -> int:
+        """How many final endings are remembered."""
+        return len(self._endings)

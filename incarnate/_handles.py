@@ -200,8 +200,9 @@ class InstanceHandle(UUID):
 
         Raises :class:`InstanceFailed` or :class:`InstanceCancelled` when it
         ended without one, and :class:`TimeoutError` after ``timeout`` seconds
-        (None: wait as long as it takes). It only reads the store, so some
-        engine must run the instance: a worker, a threaded runner, or
+        (None: wait as long as it takes). It only reads (the store, or the
+        final ending the engine that finished the instance remembers), so
+        some engine must run the instance: a worker, a threaded runner, or
         ``run_until_idle()`` called first on a deterministic engine.
         """
         return _outcome(poll(self._finished, timeout, self._expired(timeout)))

@@ -111,13 +111,16 @@ class Reads:
     def ending(self, instance_id: UUID) -> Ending | None:
         """How the instance ended, or None while it has not; usually from its last stored event alone.
 
-        An ending is final, so a finished copy this engine committed answers
-        at once. Otherwise the last stored event decides: an ending fact
+        A final ending this engine committed, or a finished copy it holds,
+        answers at once, without reading the store. Otherwise the last stored event decides: an ending fact
         (``Completed``, ``Failed``, ``Cancelled``, ``Orphaned``) is the
         answer; a fact recorded only while an instance runs means it runs;
         anything else (a fact that may follow an ending) sends the question
         to the whole instance.
         """
+        known = self.copies.ending(instance_id)
+        if known is not None:
+            return Ending(instance_id, *known)
         latest = self.copies.latest(instance_id)
         if latest is not None and latest.record.status.finished:
             return Ending.of(latest)

@@ -1,8 +1,9 @@
 """``Engine.ending``: how an instance ended, read from its last stored event whenever that tells.
 
 ``handle.result()`` polls it, so a finished instance's result costs one
-stored row to read, not its whole history; the answer is always the one the
-whole instance gives.
+stored row to read, not its whole history, and nothing on the engine that
+committed a final ending (done or cancelled, with a small output); the
+answer is always the one the whole instance gives.
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ from typing import Any
 import pytest
 
 from aggregates import InstanceStatus
-from incarnate import DeterministicRunner, Engine, InstanceCancelled, InstanceFailed, Storage, TaskCall
+from incarnate import (
+    DeterministicRunner,
+    Engine,
+    InstanceCancelled,
+    InstanceFailed,
+    Storage,
+    TaskCall,
+    _copies,
+)
 from incarnate.errors import UnknownInstance
-from statechart import Chart, final, invoke, state, transition
+from statechart import Chart, Event, final, invoke, state, transition
 
 GATE = Chart("gate", state("waiting", on=[transition("answer", "done")]), final("done"))
 
@@ -28,6 +37,14 @@ BROKEN = Chart(
 )
 
 
+def large(context: object, event: Event) -> str:
+    """An output past what an engine remembers of an ending."""
+    return "x" * (_copies.SMALL_ENDING + 1)
+
+
+LARGE = Chart("large", state("waiting", on=[transition("answer", "done")]), final("done", done_data=large))
+
+
 def boom(call: TaskCall) -> str:
     raise RuntimeError("boom")
 
@@ -35,7 +52,7 @@ def boom(call: TaskCall) -> str:
 @pytest.fixture
 def engine(tmp_path: Path) -> Any:
     with Engine(
-        [GATE, BROKEN],
+        [GATE, BROKEN, LARGE],
         {"boom": boom},
         storage=Storage.sqlite(str(tmp_path / "ending.db")),
         runner=DeterministicRunner(),
@@ -107,3 +124,53 @@ def test_a_fact_after_the_ending_sends_the_question_to_the_whole_instance(engine
 def test_an_unknown_instance_is_refused(engine: Engine) -> None:
     with pytest.raises(UnknownInstance):
         engine.ending(uuid.uuid4())
+
+
+def test_the_engine_that_ended_a_root_answers_without_reading_the_store(engine: Engine) -> None:
+    gate, cancelled = engine.start(GATE), engine.start(GATE)
+    engine.send(gate, "answer")
+    engine.cancel(cancelled, "not needed")
+    engine.run_until_idle()
+    counts = decoded_rows(engine)
+    assert gate.result() is None
+    with pytest.raises(InstanceCancelled, match="not needed"):
+        cancelled.result()
+    assert counts == []
+    other = Engine([GATE, BROKEN, LARGE], storage=engine.parts.storage, runner=DeterministicRunner())
+    with other:  # another engine reads the same answer from the store
+        ending = other.ending(gate)
+        assert ending is not None and ending.status is InstanceStatus.DONE
+
+
+def test_a_failure_is_read_from_the_store_each_time_as_a_redrive_may_follow(engine: Engine) -> None:
+    broken = engine.start(BROKEN)
+    engine.run_until_idle()
+    [task] = [i for i in engine.instances() if i.record.root == broken and i.id != broken]
+    counts = decoded_rows(engine)
+    for _ in range(2):
+        with pytest.raises(InstanceFailed, match="boom"):
+            engine.handle(task.id).result()
+    assert counts == [1, 1]
+
+
+def test_large_endings_and_endings_past_the_bound_are_read_from_the_store(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_copies, "ENDINGS_KEPT", 2)
+    roots = [engine.start(GATE) for _ in range(3)]
+    big = engine.start(LARGE)
+    for root in [*roots, big]:
+        engine.send(root, "answer")
+        engine.run_until_idle()
+    assert engine.parts.copies.endings() == 2
+    counts = decoded_rows(engine)
+    assert big.result() == large(None, Event("done"))
+    assert [root.result() for root in roots] == [None, None, None]
+    assert counts == [1, 1]  # the large output, and the oldest of the three small ones
+
+
+def test_a_walk_of_a_large_value_stops_once_it_is_over_budget() -> None:
+    assert _copies.smaller_than(None, 8) == 0
+    assert _copies.smaller_than({"ab": ["cd", 1]}, 100) == 100 - (8 + 8) - 2 - (8 + 16) - (8 + 2) - 8
+    assert _copies.smaller_than([[], ["x" * 50] * 1_000_000], 100) < 0  # the long list is not walked
+    assert _copies.smaller_than(["x" * 50] * 3, 100) < 0
