@@ -161,6 +161,7 @@ class CommitPath:
         except PersistenceError as error:
             raise StorageError(f"the store refused a commit: {error}") from error
         self.copies.saw(instances)
+        self.copies.ended(instance for instance in instances if instance.record.status.finished)
         if written:
             _logs.committed(self.engine_id, written)
 
@@ -205,7 +206,6 @@ class CommitPath:
                 holdings.finish(instance_id)
             self.journal.forget(finished)
             self.copies.drop(finished)
-            self.copies.ended(instance for instance in pending if instance.record.status.finished)
         self._hook("after-commit", uow)
 
     def _hook(self, point: str, uow: UnitOfWork) -> None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -169,6 +170,8 @@ class Copies:
         self._latest: OrderedDict[UUID, Instance] = OrderedDict()
         self._decoded: OrderedDict[UUID, tuple[int, Snapshot[Any]]] = OrderedDict()
         self._endings: OrderedDict[UUID, tuple[InstanceStatus, JsonValue, JsonValue]] = OrderedDict()
+        self._waiting: dict[UUID, list[Callable[[], None]]] = {}
+        """Per instance something waits here to end: what its ending calls (see :meth:`watching`)."""
 
     # ----------------------------------------------------------- codec
 
@@ -259,18 +262,49 @@ class Copies:
                     latest[instance_id] = clone(instance)
 
     def ended(self, instances: Iterable[Instance]) -> None:
-        """Remember how these instances, whose ending this engine just committed, ended.
+        """Remember how these finished instances this engine just saved ended; wake their waiters.
 
         Only a final ending (:data:`FINAL`) whose output and error are small
-        (:data:`SMALL_ENDING`) is kept, :data:`ENDINGS_KEPT` at most.
+        (:data:`SMALL_ENDING`) is kept, :data:`ENDINGS_KEPT` at most. Whatever
+        is :meth:`watching` one of them is woken, whatever its ending.
         """
-        for instance in instances:
-            record = instance.record
-            if record.status not in FINAL or smaller_than([record.output, record.error], SMALL_ENDING) < 0:
-                continue
+        finished = list(instances)
+        kept = [
+            (instance.id, (record.status, record.output, record.error))
+            for instance in finished
+            if (record := instance.record).status in FINAL
+            and smaller_than([record.output, record.error], SMALL_ENDING) >= 0
+        ]
+        wakes: list[Callable[[], None]] = []
+        with self._lock:
+            for instance_id, ending in kept:
+                make_room(self._endings, min(self.size, ENDINGS_KEPT), instance_id)
+                self._endings[instance_id] = ending
+            if self._waiting:
+                for instance in finished:
+                    wakes.extend(self._waiting.get(instance.id, ()))
+        for wake in wakes:
+            wake()
+
+    @contextmanager
+    def watching(self, instance_id: UUID, wake: Callable[[], None]) -> Iterator[None]:
+        """Call ``wake`` when this engine saves the ending of ``instance_id``, while the block runs.
+
+        Watch before reading whether it has ended: an ending saved between
+        the read and the wait calls ``wake`` all the same. ``wake`` runs on
+        the saving thread, after the save: it must only signal (set an
+        event, schedule a callback on a loop).
+        """
+        with self._lock:
+            self._waiting.setdefault(instance_id, []).append(wake)
+        try:
+            yield
+        finally:
             with self._lock:
-                make_room(self._endings, min(self.size, ENDINGS_KEPT), instance.id)
-                self._endings[instance.id] = (record.status, record.output, record.error)
+                wakes = self._waiting[instance_id]
+                wakes.remove(wake)
+                if not wakes:
+                    del self._waiting[instance_id]
 
     def ending(self, instance_id: UUID) -> tuple[InstanceStatus, JsonValue, JsonValue] | None:
         """The remembered final ending of ``instance_id``: status, output, error (see :meth:`ended`)."""
@@ -288,12 +322,11 @@ class Copies:
                 self._latest.pop(instance_id, None)
 
     def drop(self, instance_ids: Iterable[UUID]) -> None:
-        """Forget the committed copies, decoded snapshots and endings of these instances."""
+        """Forget the committed copies and decoded snapshots of these instances (not their final endings)."""
         with self._lock:
             for instance_id in instance_ids:
                 self._latest.pop(instance_id, None)
                 self._decoded.pop(instance_id, None)
-                self._endings.pop(instance_id, None)
 
     def remembered(self) -> frozenset[UUID]:
         """The instances of which a committed copy or a decoded snapshot is remembered."""

@@ -17,6 +17,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar, overload
 from uuid import UUID
@@ -577,6 +578,13 @@ class Engine:
         tells.
         """
         return self.parts.reads.ending(plain(instance_id))
+
+    def _watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
+        """Call ``wake`` when this engine saves the ending of ``instance_id``, while the block runs.
+
+        What a waiting handle pauses on (see :meth:`Copies.watching`).
+        """
+        return self.parts.copies.watching(plain(instance_id), wake)
 
     def events_of(self, instance_id: UUID) -> list[Any]:
         """Every stored event of an instance, oldest first (:class:`CorruptRecord` if one does not decode)."""

@@ -8,6 +8,9 @@ answer is always the one the whole instance gives.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,9 @@ from incarnate import (
     Storage,
     TaskCall,
     _copies,
+    _handles,
 )
+from incarnate._handles import FIRST_POLL, poll
 from incarnate.errors import UnknownInstance
 from statechart import Chart, Event, final, invoke, state, transition
 
@@ -60,6 +65,13 @@ def engine(tmp_path: Path) -> Any:
         yield built
 
 
+@pytest.fixture
+def reader(engine: Engine) -> Any:
+    """Another engine over the same store: it remembers nothing this one committed."""
+    with Engine([GATE, BROKEN, LARGE], storage=engine.parts.storage, runner=DeterministicRunner()) as built:
+        yield built
+
+
 def decoded_rows(engine: Engine) -> list[int]:
     """Count the stored events decoded from now on (one entry per read, its row count)."""
     counts: list[int] = []
@@ -74,18 +86,17 @@ def decoded_rows(engine: Engine) -> list[int]:
     return counts
 
 
-def test_a_finished_root_answers_from_its_last_event(engine: Engine) -> None:
+def test_a_finished_root_answers_from_its_last_event(engine: Engine, reader: Engine) -> None:
     gate = engine.start(GATE)
     engine.run_until_idle()
-    assert engine.ending(gate) is None
+    assert reader.ending(gate) is None
     engine.send(gate, "answer")
     engine.run_until_idle()
-    engine.parts.copies.drop([gate])  # as after an eviction: the store answers
-    counts = decoded_rows(engine)
-    ending = engine.ending(gate)
+    counts = decoded_rows(reader)
+    ending = reader.ending(gate)
     assert ending is not None and ending.status is InstanceStatus.DONE and ending.instance_id == gate
     assert counts == [1]
-    assert gate.result() is None
+    assert reader.handle(gate).result() is None
 
 
 def test_a_failed_task_and_a_cancelled_root_end_as_the_whole_instance_says(engine: Engine) -> None:
@@ -106,19 +117,20 @@ def test_a_failed_task_and_a_cancelled_root_end_as_the_whole_instance_says(engin
         gate.result()
 
 
-def test_a_fact_after_the_ending_sends_the_question_to_the_whole_instance(engine: Engine) -> None:
+def test_a_fact_after_the_ending_sends_the_question_to_the_whole_instance(
+    engine: Engine, reader: Engine
+) -> None:
     gate = engine.start(GATE)
     engine.send(gate, "answer")
     engine.run_until_idle()
     instance = engine.instance(gate)
     instance.record_incident("operator-note", "looked at after it finished", park=False)
     engine.parts.commits.save_instances(instance)
-    engine.parts.copies.drop([gate])
-    counts = decoded_rows(engine)
-    ending = engine.ending(gate)
+    counts = decoded_rows(reader)
+    ending = reader.ending(gate)
     assert ending is not None and ending.status is InstanceStatus.DONE
     assert counts == [1]  # the last event (an incident), then the whole instance, replayed
-    assert gate.result() is None
+    assert reader.handle(gate).result() is None
 
 
 def test_an_unknown_instance_is_refused(engine: Engine) -> None:
@@ -136,10 +148,6 @@ def test_the_engine_that_ended_a_root_answers_without_reading_the_store(engine: 
     with pytest.raises(InstanceCancelled, match="not needed"):
         cancelled.result()
     assert counts == []
-    other = Engine([GATE, BROKEN, LARGE], storage=engine.parts.storage, runner=DeterministicRunner())
-    with other:  # another engine reads the same answer from the store
-        ending = other.ending(gate)
-        assert ending is not None and ending.status is InstanceStatus.DONE
 
 
 def test_a_failure_is_read_from_the_store_each_time_as_a_redrive_may_follow(engine: Engine) -> None:
@@ -174,3 +182,98 @@ def test_a_walk_of_a_large_value_stops_once_it_is_over_budget() -> None:
     assert _copies.smaller_than({"ab": ["cd", 1]}, 100) == 100 - (8 + 8) - 2 - (8 + 16) - (8 + 2) - 8
     assert _copies.smaller_than([[], ["x" * 50] * 1_000_000], 100) < 0  # the long list is not walked
     assert _copies.smaller_than(["x" * 50] * 3, 100) < 0
+
+
+def test_the_commit_that_ends_an_instance_wakes_whoever_watches_it(engine: Engine) -> None:
+    gate, other = engine.start(GATE), engine.start(GATE)
+    engine.run_until_idle()
+    woken: list[str] = []
+    watches = (
+        engine._watch_ending(gate, lambda: woken.append("gate")),
+        engine._watch_ending(gate, lambda: woken.append("gate, again")),
+        engine._watch_ending(other, lambda: woken.append("other")),
+    )
+    with watches[0], watches[1], watches[2]:
+        engine.send(gate, "answer")
+        engine.run_until_idle()
+        assert woken == ["gate", "gate, again"]
+        engine.cancel(other, "given up")
+        engine.run_until_idle()
+        assert woken[2:] == ["other"]  # a cancel wakes as any ending does
+    assert engine.parts.copies._waiting == {}  # nothing is left watching
+    engine.send(engine.start(GATE), "answer")
+    engine.run_until_idle()
+    assert len(woken) == 3
+
+
+class RecordedWaits(threading.Event):
+    """An event that records the pauses it was asked to wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pauses: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        assert timeout is not None
+        self.pauses.append(timeout)
+        return super().wait(0)
+
+
+def test_a_handle_pauses_on_its_watch_and_reads_again_when_woken() -> None:
+    answers = iter([None, None, None, "done"])
+    woken = RecordedWaits()
+    assert poll(lambda: next(answers), 10.0, TimeoutError, woken) == "done"
+    assert woken.pauses == [FIRST_POLL, 2 * FIRST_POLL, 4 * FIRST_POLL]
+
+
+def answered_after_the_first_read(engine: Engine, gate: uuid.UUID) -> Any:
+    """A reader for a handle: its first read finds the gate waiting and has another thread answer it."""
+    answering: list[threading.Thread] = []
+
+    def answer() -> None:
+        engine.send(gate, "answer")
+        engine.run_until_idle()
+
+    def read(inner: Any) -> Any:
+        found = inner()
+        if not answering:
+            assert found is None
+            answering.append(threading.Thread(target=answer))
+            answering[0].start()
+        return found
+
+    read.answering = answering  # type: ignore[attr-defined]
+    return read
+
+
+def test_a_waiting_result_is_woken_by_the_commit_that_ends_it(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 30 s between two reads, only the wake brings the result before its 10 s deadline."""
+    monkeypatch.setattr(_handles, "FIRST_POLL", 30.0)
+    gate = engine.start(GATE)
+    engine.run_until_idle()
+    read = answered_after_the_first_read(engine, gate)
+    ending = engine.ending
+    monkeypatch.setattr(engine, "ending", lambda instance_id: read(lambda: ending(instance_id)))
+    began = time.monotonic()
+    assert gate.result(timeout=10.0) is None
+    assert time.monotonic() - began < 5.0  # unwoken, the second read comes at the 10 s deadline
+    read.answering[0].join(10.0)
+
+
+def test_an_awaited_result_is_woken_by_the_commit_too(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_handles, "FIRST_POLL", 30.0)
+    gate = engine.start(GATE)
+    engine.run_until_idle()
+    read = answered_after_the_first_read(engine, gate)
+
+    async def in_thread(inner: Any) -> Any:
+        return await asyncio.to_thread(read, inner)
+
+    began = time.monotonic()
+    assert asyncio.run(engine.handle(gate).result_async(timeout=10.0, run=in_thread)) is None
+    assert time.monotonic() - began < 5.0  # unwoken, the second read comes at the 10 s deadline
+    read.answering[0].join(10.0)
