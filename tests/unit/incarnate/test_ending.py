@@ -246,34 +246,26 @@ def answered_after_the_first_read(engine: Engine, gate: uuid.UUID) -> Any:
     return read
 
 
+@pytest.mark.parametrize("awaited", [False, True], ids=["blocking", "awaited"])
 def test_a_waiting_result_is_woken_by_the_commit_that_ends_it(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, awaited: bool
 ) -> None:
     """With 30 s between two reads, only the wake brings the result before its 10 s deadline."""
     monkeypatch.setattr(_handles, "FIRST_POLL", 30.0)
     gate = engine.start(GATE)
     engine.run_until_idle()
     read = answered_after_the_first_read(engine, gate)
-    ending = engine.ending
-    monkeypatch.setattr(engine, "ending", lambda instance_id: read(lambda: ending(instance_id)))
     began = time.monotonic()
-    assert gate.result(timeout=10.0) is None
-    assert time.monotonic() - began < 5.0  # unwoken, the second read comes at the 10 s deadline
-    read.answering[0].join(10.0)
+    if awaited:
 
+        async def in_thread(inner: Any) -> Any:
+            return await asyncio.to_thread(read, inner)
 
-def test_an_awaited_result_is_woken_by_the_commit_too(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_handles, "FIRST_POLL", 30.0)
-    gate = engine.start(GATE)
-    engine.run_until_idle()
-    read = answered_after_the_first_read(engine, gate)
-
-    async def in_thread(inner: Any) -> Any:
-        return await asyncio.to_thread(read, inner)
-
-    began = time.monotonic()
-    assert asyncio.run(engine.handle(gate).result_async(timeout=10.0, run=in_thread)) is None
+        output = asyncio.run(engine.handle(gate).result_async(timeout=10.0, run=in_thread))
+    else:
+        ending = engine.ending
+        monkeypatch.setattr(engine, "ending", lambda instance_id: read(lambda: ending(instance_id)))
+        output = gate.result(timeout=10.0)
+    assert output is None
     assert time.monotonic() - began < 5.0  # unwoken, the second read comes at the 10 s deadline
     read.answering[0].join(10.0)
