@@ -213,11 +213,23 @@ class CommitPath:
             hook(point, uow)
 
     def enact(self, uow: UnitOfWork) -> None:
-        """Hand a committed unit of work's follow-ups and deadlines to the runner."""
+        """Hand a committed unit of work's follow-ups and deadlines to the runner.
+
+        A task child born in this unit of work goes straight to a runner's
+        task lane when it has one (``notify_task``): its body runs there,
+        and a step lane would only hand it over.
+        """
+        runner = self.runner
         for deadline, instance_id in uow.deadlines:
-            self.runner.notify_at(deadline, instance_id)
+            runner.notify_at(deadline, instance_id)
+        notify_task = getattr(runner, "notify_task", None)
+        created = uow.created
         for instance_id in uow.followups:
-            self.runner.notify(instance_id)
+            born = created.get(instance_id)
+            if notify_task is not None and born is not None and born.record.kind is InstanceKind.TASK:
+                notify_task(instance_id)
+            else:
+                runner.notify(instance_id)
 
     def has_work(self, instance: Instance) -> bool:
         """Whether an instance has something to do right now (after a commit)."""

@@ -209,7 +209,11 @@ def _arm(parts: Parts, instance: Instance, plan: Checkpoint) -> None:
     # A Basic HTTP send recorded before the crash and not settled is posted again (at least once).
     waiting = record.inbox or record.outbox or record.cancel is not None
     if due or waiting or record.status is InstanceStatus.BORN:
-        parts.runner.notify(instance.id)
+        notify_task = getattr(parts.runner, "notify_task", None)
+        if notify_task is not None and record.kind is InstanceKind.TASK and not waiting:
+            notify_task(instance.id)  # a task whose body is due: straight to a task lane
+        else:
+            parts.runner.notify(instance.id)
     for timer in timers:
         if timer.deadline > now:
             parts.runner.notify_at(timer.deadline, instance.id)

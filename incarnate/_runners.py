@@ -259,6 +259,16 @@ class ThreadedRunner:
         with self._lock:
             self._enqueue(instance_id)
 
+    def notify_task(self, instance_id: UUID) -> None:
+        """``instance_id`` is a task child just born: its unit of work goes to a task thread directly.
+
+        A task thread does what a step thread would (the same checks), then
+        runs the body itself, instead of a step thread handing it over.
+        """
+        with self._lock:
+            if instance_id not in self._queued:
+                self._enqueue_task(instance_id)
+
     def _enqueue(self, instance_id: UUID) -> None:
         """Queue an instance once, waking one thread; one being worked on is looked at again afterwards.
 

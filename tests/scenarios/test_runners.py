@@ -42,6 +42,28 @@ def test_threaded_runner_runs_a_family_to_completion(make_engine: EngineFactory)
     assert list(runner.errors) == []
 
 
+def test_a_born_task_goes_straight_to_a_task_thread(make_engine: EngineFactory) -> None:
+    """A task child's whole unit of work runs on a task thread; no step thread touches it to hand it over."""
+    runner = ThreadedRunner(workers=2)
+    engine = make_engine(charts.ALL, {"charge": lambda call: "ok"}, runner=runner)
+    runner.start()
+    lanes: list[tuple[object, str]] = []
+    process = engine.process
+
+    def recording(instance_id: object) -> object:
+        lanes.append((instance_id, threading.current_thread().name))
+        return process(instance_id)  # type: ignore[arg-type]
+
+    engine.process = recording  # type: ignore[method-assign]
+    roots = [engine.start("charging") for _ in range(5)]
+    assert wait_for(lambda: all(engine.instance(r).record.status is InstanceStatus.DONE for r in roots))
+    tasks = {i.id for i in engine.instances() if i.record.root in roots and i.id not in roots}
+    assert len(tasks) == 5
+    on_tasks = [lane for instance_id, lane in lanes if instance_id in tasks]
+    assert on_tasks and all(lane.startswith("incarnate-task-") for lane in on_tasks), on_tasks
+    assert list(runner.errors) == []
+
+
 def test_stop_lets_in_flight_work_finish_and_starts_no_more(make_engine: EngineFactory) -> None:
     """Stopping waits for the task being run to commit its outcome, then processes nothing new."""
     started, release = threading.Event(), threading.Event()
