@@ -11,13 +11,16 @@ commit is fenced (it logs ``fenced:``), and the store does not change. Then
 and every tree completes once, every instance ending under ``B``'s
 ownership as the stored ``Claimed`` events name it.
 
-Run on PostgreSQL and on one SQLite file. Every wait is bounded; every
-process is killed in a ``finally``.
+Run on PostgreSQL and on one SQLite file. On SQLite ``A`` is frozen
+outside a write: a process stopped inside one keeps the file's write lock,
+and ``B`` could then write nothing until ``A`` continues. Every wait is
+bounded; every process is killed in a ``finally``.
 """
 
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +30,7 @@ from uuid import UUID
 import pytest
 
 from aggregates import Instance
-from incarnate import Engine
+from incarnate import Engine, Storage
 from tests.integration.chaos_charts import (
     CHARTS,
     EFFECTS_VARIABLE,
@@ -46,6 +49,33 @@ TREES = 4
 MEMBERS = 2
 LEASE = 2.0
 """Seconds one heartbeat keeps a worker live."""
+
+
+def write_locked(storage: Storage) -> bool:
+    """Whether another process holds the write lock of the SQLite file (never on PostgreSQL)."""
+    path = getattr(storage, "path", None)
+    if not isinstance(path, str):
+        return False
+    probe = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
+
+
+def freeze_outside_a_write(worker: WorkerProcess, storage: Storage) -> None:
+    """SIGSTOP ``worker`` at a moment it holds no SQLite write lock (tried up to 100 times)."""
+    for _ in range(100):
+        worker.freeze()
+        if not write_locked(storage):
+            return
+        worker.thaw()
+        time.sleep(random.uniform(0.001, 0.02))
+    raise AssertionError(f"{worker.name} held the SQLite write lock at each of 100 freezes")
 
 
 def at_gate(engine: Engine, root: UUID) -> bool:
@@ -104,7 +134,7 @@ def test_a_worker_frozen_past_its_lease_is_fenced_and_its_trees_finish_once_else
         assert wait_for(running_on(a), 30.0), a.output()  # A holds every item's task mid-flight
         assert {client.instance(root).record.owner for root in roots} == {a.engine_id}
 
-        a.freeze()
+        freeze_outside_a_write(a, storage)
         frozen_at = time.time()
         env_b = {EFFECTS_VARIABLE: str(effects), RELEASE_VARIABLE: str(release_b)}
         options = ("--threads", "8", "--lease", str(LEASE), "--ttl", "0.5", "--scan-interval", "0.5")

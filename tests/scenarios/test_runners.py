@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
 from aggregates import InstanceStatus
 from incarnate import ConfigurationError, Engine, Storage, TaskCall, ThreadedRunner
+from incarnate._process import Decision
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory
 
@@ -47,12 +49,12 @@ def test_a_born_task_goes_straight_to_a_task_thread(make_engine: EngineFactory) 
     runner = ThreadedRunner(workers=2)
     engine = make_engine(charts.ALL, {"charge": lambda call: "ok"}, runner=runner)
     runner.start()
-    lanes: list[tuple[object, str]] = []
+    lanes: list[tuple[UUID, str]] = []
     process = engine.process
 
-    def recording(instance_id: object) -> object:
+    def recording(instance_id: UUID) -> Decision | None:
         lanes.append((instance_id, threading.current_thread().name))
-        return process(instance_id)  # type: ignore[arg-type]
+        return process(instance_id)
 
     engine.process = recording  # type: ignore[method-assign]
     roots = [engine.start("charging") for _ in range(5)]
