@@ -98,7 +98,10 @@ class Runner(Protocol):
     every notification and never runs anything (an operator's console).
     Its engine then beats no heartbeat, so what it creates or is left
     owning is taken over by the workers at once, never held by a process
-    that will not run it.
+    that will not run it. A runner with lanes of its own for task bodies
+    may also have ``notify_task(instance_id)``: the engine then tells it
+    of a task child just born (or a pending one recovery hands back) with
+    that instead of :meth:`notify`.
     """
 
     def attach(self, engine: Engine) -> None:
