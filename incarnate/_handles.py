@@ -126,8 +126,8 @@ def poll(
             pause = min(pause, left)
         if woken is None:
             time.sleep(pause)
-        else:
-            woken.wait(pause)
+        elif woken.wait(pause):
+            woken.clear()  # a wake-up is read once: an ending undone since (a redrive) waits again
         pause = min(pause * 2, MAX_POLL)
 
 
@@ -163,6 +163,7 @@ async def poll_async(
         else:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), pause)
+            woken.clear()  # a wake-up is read once (see poll)
         pause = min(pause * 2, MAX_POLL)
 
 

@@ -112,7 +112,8 @@ class Reads:
         """How the instance ended, or None while it has not; usually from its last stored event alone.
 
         A final ending this engine committed, or a finished copy it holds,
-        answers at once, without reading the store. Otherwise the last stored event decides: an ending fact
+        answers at once, without reading the store. Otherwise the last
+        stored event decides: an ending fact
         (``Completed``, ``Failed``, ``Cancelled``, ``Orphaned``) is the
         answer; a fact recorded only while an instance runs means it runs;
         anything else (a fact that may follow an ending) sends the question

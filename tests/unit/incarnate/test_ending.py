@@ -226,6 +226,16 @@ def test_a_handle_pauses_on_its_watch_and_reads_again_when_woken() -> None:
     assert woken.pauses == [FIRST_POLL, 2 * FIRST_POLL, 4 * FIRST_POLL]
 
 
+def test_a_wake_up_is_read_once() -> None:
+    """Woken, then read again and not ended after all (a failure redriven since): the handle pauses again."""
+    answers = iter([None, None, "done"])
+    woken = RecordedWaits()
+    woken.set()
+    assert poll(lambda: next(answers), 10.0, TimeoutError, woken) == "done"
+    assert woken.pauses == [FIRST_POLL, 2 * FIRST_POLL]
+    assert not woken.is_set()
+
+
 def answered_after_the_first_read(engine: Engine, gate: uuid.UUID) -> Any:
     """A reader for a handle: its first read finds the gate waiting and has another thread answer it."""
     answering: list[threading.Thread] = []
