@@ -32,7 +32,7 @@ from incarnate._http import HttpConfig, Post, deliver_http, post
 from incarnate._journal import Journal
 from incarnate._process import Decision, decide
 from incarnate._reads import Reads
-from incarnate._runners import TaskDeferred, on_step_lane
+from incarnate._runners import TaskDeferred, notify_due_task, on_step_lane
 from incarnate._tasks import TaskFunction, run_task
 from incarnate._work import UnitOfWork
 from incarnate.errors import Fenced, PayloadTooLarge, StorageError
@@ -161,7 +161,7 @@ class CommitPath:
         except PersistenceError as error:
             raise StorageError(f"the store refused a commit: {error}") from error
         self.copies.saw(instances)
-        self.copies.ended(instance for instance in instances if instance.record.status.finished)
+        self.copies.ended([instance for instance in instances if instance.record.status.finished])
         if written:
             _logs.committed(self.engine_id, written)
 
@@ -222,12 +222,11 @@ class CommitPath:
         runner = self.runner
         for deadline, instance_id in uow.deadlines:
             runner.notify_at(deadline, instance_id)
-        notify_task = getattr(runner, "notify_task", None)
         created = uow.created
         for instance_id in uow.followups:
             born = created.get(instance_id)
-            if notify_task is not None and born is not None and born.record.kind is InstanceKind.TASK:
-                notify_task(instance_id)
+            if born is not None and born.record.kind is InstanceKind.TASK:
+                notify_due_task(runner, instance_id)
             else:
                 runner.notify(instance_id)
 

@@ -261,14 +261,15 @@ class Copies:
                     make_room(latest, self.size, instance_id)
                     latest[instance_id] = clone(instance)
 
-    def ended(self, instances: Iterable[Instance]) -> None:
+    def ended(self, finished: list[Instance]) -> None:
         """Remember how these finished instances this engine just saved ended; wake their waiters.
 
         Only a final ending (:data:`FINAL`) whose output and error are small
         (:data:`SMALL_ENDING`) is kept, :data:`ENDINGS_KEPT` at most. Whatever
         is :meth:`watching` one of them is woken, whatever its ending.
         """
-        finished = list(instances)
+        if not finished:
+            return  # the usual save: nothing ended, no lock taken
         kept = [
             (instance.id, (record.status, record.output, record.error))
             for instance in finished

@@ -582,10 +582,12 @@ class Engine:
         """
         return self.parts.reads.ending(plain(instance_id))
 
-    def _watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
-        """Call ``wake`` when this engine saves the ending of ``instance_id``, while the block runs.
+    def watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
+        """A context manager: ``wake()`` is called when this engine saves the ending of ``instance_id``.
 
-        What a waiting handle pauses on (see :meth:`Copies.watching`).
+        What a waiting handle pauses on. ``wake`` runs on the saving thread
+        right after the save, so it must only signal (set an event, schedule
+        a callback on a loop). An instance another engine runs never calls it.
         """
         return self.parts.copies.watching(plain(instance_id), wake)
 

@@ -57,7 +57,7 @@ class InstanceSource(Protocol):
         """How the instance ended (status, output, error), or None while it has not."""
         ...
 
-    def _watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
+    def watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
         """Call ``wake`` when this reader's engine saves the instance's ending (it may run elsewhere)."""
         ...
 
@@ -247,7 +247,7 @@ class InstanceHandle(UUID):
         else after a pause that grows from 10 ms to 200 ms.
         """
         woken = threading.Event()
-        with self._engine._watch_ending(self.id, woken.set):
+        with self._engine.watch_ending(self.id, woken.set):
             return _outcome(poll(self._finished, timeout, self._expired(timeout), woken))
 
     async def result_async(self, timeout: float | None = None, *, run: Reader | None = None) -> JsonValue:
@@ -257,7 +257,7 @@ class InstanceHandle(UUID):
         runner such as :meth:`AsyncEngine.call`), else ``asyncio.to_thread``.
         """
         woken = asyncio.Event()
-        with self._engine._watch_ending(self.id, _waker(asyncio.get_running_loop(), woken)):
+        with self._engine.watch_ending(self.id, _waker(asyncio.get_running_loop(), woken)):
             finished = await poll_async(
                 self._finished, timeout, self._expired(timeout), run or _in_thread, woken
             )

@@ -43,6 +43,7 @@ from aggregates import (
 )
 from aggregates.errors import CorruptRecord, InputMismatch, InvalidCommand
 from incarnate._parts import Parts
+from incarnate._runners import notify_due_task
 from incarnate._work import UnitOfWork
 from incarnate.errors import StorageError, UnknownInstance
 from projections import Checkpoint, CheckpointError, CheckpointUndecodable
@@ -209,9 +210,8 @@ def _arm(parts: Parts, instance: Instance, plan: Checkpoint) -> None:
     # A Basic HTTP send recorded before the crash and not settled is posted again (at least once).
     waiting = record.inbox or record.outbox or record.cancel is not None
     if due or waiting or record.status is InstanceStatus.BORN:
-        notify_task = getattr(parts.runner, "notify_task", None)
-        if notify_task is not None and record.kind is InstanceKind.TASK and not waiting:
-            notify_task(instance.id)  # a task whose body is due: straight to a task lane
+        if record.kind is InstanceKind.TASK and not waiting:
+            notify_due_task(parts.runner, instance.id)  # its body is due: straight to a task lane
         else:
             parts.runner.notify(instance.id)
     for timer in timers:

@@ -145,6 +145,12 @@ def on_step_lane() -> bool:
     return getattr(_LANE, "steps", False)
 
 
+def notify_due_task(runner: Any, instance_id: UUID) -> None:
+    """Tell ``runner`` that a task's body is due: on its task lane (``notify_task``) when it has one."""
+    notify: Callable[[UUID], None] = getattr(runner, "notify_task", None) or runner.notify
+    notify(instance_id)
+
+
 @attrs.frozen
 class RunnerLoad:
     """What a threaded runner is doing at one moment (each count is of distinct instances)."""
