@@ -172,6 +172,8 @@ class Copies:
         self._endings: OrderedDict[UUID, tuple[InstanceStatus, JsonValue, JsonValue]] = OrderedDict()
         self._waiting: dict[UUID, list[Callable[[], None]]] = {}
         """Per instance something waits here to end: what its ending calls (see :meth:`watching`)."""
+        self._saving: dict[UUID, list[Callable[[], None]]] = {}
+        """Per instance something waits here for its next save (see :meth:`watching_saves`)."""
 
     # ----------------------------------------------------------- codec
 
@@ -251,15 +253,24 @@ class Copies:
             self._decoded[instance.id] = (instance.version, snapshot)
 
     def saw(self, instances: Iterable[Instance]) -> None:
-        """Remember the committed copies (newest version wins; the oldest entries go first)."""
+        """Remember the committed copies (newest version wins; the oldest entries go first); wake watchers.
+
+        Whatever is :meth:`watching_saves` one of them is woken after the lock is let go.
+        """
+        wakes: list[Callable[[], None]] = []
         with self._lock:
             latest = self._latest
+            saving = self._saving
             for instance in instances:
                 instance_id = instance.id
                 known = latest.get(instance_id)
                 if known is None or known.version < instance.version:
                     make_room(latest, self.size, instance_id)
                     latest[instance_id] = clone(instance)
+                if saving:
+                    wakes.extend(saving.get(instance_id, ()))
+        for wake in wakes:
+            wake()
 
     def ended(self, finished: list[Instance]) -> None:
         """Remember how these finished instances this engine just saved ended; wake their waiters.
@@ -306,6 +317,25 @@ class Copies:
                 wakes.remove(wake)
                 if not wakes:
                     del self._waiting[instance_id]
+
+    @contextmanager
+    def watching_saves(self, instance_id: UUID, wake: Callable[[], None]) -> Iterator[None]:
+        """Call ``wake`` each time this engine saves ``instance_id``, while the block runs.
+
+        What :meth:`watching` is for an ending, for every save: watch before
+        reading, and ``wake`` (run on the saving thread, after the save) must
+        only signal.
+        """
+        with self._lock:
+            self._saving.setdefault(instance_id, []).append(wake)
+        try:
+            yield
+        finally:
+            with self._lock:
+                wakes = self._saving[instance_id]
+                wakes.remove(wake)
+                if not wakes:
+                    del self._saving[instance_id]
 
     def ending(self, instance_id: UUID) -> tuple[InstanceStatus, JsonValue, JsonValue] | None:
         """The remembered final ending of ``instance_id``: status, output, error (see :meth:`ended`)."""

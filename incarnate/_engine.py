@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar, overload
+from typing import Any, Literal, Protocol, Self, TypeVar, overload
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -582,17 +582,39 @@ class Engine:
         """
         return self.parts.reads.ending(plain(instance_id))
 
-    def watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
+    def watch(
+        self, instance_id: UUID, wake: Callable[[], None], *, every_save: bool = False
+    ) -> AbstractContextManager[None]:
         """A context manager: ``wake()`` is called when this engine saves the ending of ``instance_id``.
 
-        What a waiting handle pauses on. ``wake`` runs on the saving thread
-        right after the save, so it must only signal (set an event, schedule
-        a callback on a loop). An instance another engine runs never calls it.
+        With ``every_save``, it is called each time this engine saves the
+        instance (the save that consumes a message is one). A waiting handle
+        watches the ending, a waiting :class:`SendReceipt` every save.
+        ``wake`` runs on the saving thread right after the save, so it must
+        only signal (set an event, schedule a callback on a loop). An
+        instance another engine runs never calls it.
         """
-        return self.parts.copies.watching(plain(instance_id), wake)
+        copies = self.parts.copies
+        watching = copies.watching_saves if every_save else copies.watching
+        return watching(plain(instance_id), wake)
 
-    def events_of(self, instance_id: UUID) -> list[Any]:
-        """Every stored event of an instance, oldest first (:class:`CorruptRecord` if one does not decode)."""
+    @overload
+    def events_of(self, instance_id: UUID, *, newest_first: Literal[False] = False) -> list[Any]: ...
+
+    @overload
+    def events_of(self, instance_id: UUID, *, newest_first: Literal[True]) -> Iterator[Any]: ...
+
+    def events_of(self, instance_id: UUID, *, newest_first: bool = False) -> list[Any] | Iterator[Any]:
+        """Every stored event of an instance, oldest first (:class:`CorruptRecord` if one does not decode).
+
+        With ``newest_first``, an iterator over them newest first, reading
+        the store a page at a time as the iteration goes (the first page
+        holds 8 events, each later one twice as many, up to 512): stop once
+        the event sought is found, and only the pages up to it are read. It
+        yields nothing for an unknown instance.
+        """
+        if newest_first:
+            return self.parts.journal.events_newest_first(plain(instance_id))
         return self.parts.journal.events_of(instance_id)
 
     @overload

@@ -14,7 +14,10 @@ of after its next pause.
 message; ``receipt.wait()`` returns the :class:`StepOutcome` of the macrostep
 that consumed it. The aggregate records that fact: the ``Stepped`` event
 names the inbox message it ``consumed`` (``EvidenceRejected`` names one
-refused instead), so the outcome is read back from the stored events.
+refused instead), so the outcome is read back from the stored events:
+newest first, down to that event, so a wait costs the same on a long
+history as on a short one. A save of the instance on the receipt's own
+engine wakes a waiting receipt.
 
 Handles are never stored: ids are normalised to plain UUIDs where they
 enter the engine, and a pickled or copied handle is a plain UUID.
@@ -26,9 +29,9 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, overload
 from uuid import UUID
 
 import attrs
@@ -49,16 +52,24 @@ class InstanceSource(Protocol):
         """The instance as stored now (``fresh=False``: the reader's last committed copy)."""
         ...
 
-    def events_of(self, instance_id: UUID) -> list[Any]:
-        """Every stored event of the instance, oldest first."""
+    @overload
+    def events_of(self, instance_id: UUID, *, newest_first: Literal[False] = False) -> list[Any]: ...
+
+    @overload
+    def events_of(self, instance_id: UUID, *, newest_first: Literal[True]) -> Iterator[Any]: ...
+
+    def events_of(self, instance_id: UUID, *, newest_first: bool = False) -> list[Any] | Iterator[Any]:
+        """Every stored event of the instance, oldest first (``newest_first``: read backwards, lazily)."""
         ...
 
     def ending(self, instance_id: UUID) -> Ending | None:
         """How the instance ended (status, output, error), or None while it has not."""
         ...
 
-    def watch_ending(self, instance_id: UUID, wake: Callable[[], None]) -> AbstractContextManager[None]:
-        """Call ``wake`` when this reader's engine saves the instance's ending (it may run elsewhere)."""
+    def watch(
+        self, instance_id: UUID, wake: Callable[[], None], *, every_save: bool = False
+    ) -> AbstractContextManager[None]:
+        """Call ``wake`` when this reader's engine saves the instance's ending (``every_save``: any save)."""
         ...
 
 
@@ -247,7 +258,7 @@ class InstanceHandle(UUID):
         else after a pause that grows from 10 ms to 200 ms.
         """
         woken = threading.Event()
-        with self._engine.watch_ending(self.id, woken.set):
+        with self._engine.watch(self.id, woken.set):
             return _outcome(poll(self._finished, timeout, self._expired(timeout), woken))
 
     async def result_async(self, timeout: float | None = None, *, run: Reader | None = None) -> JsonValue:
@@ -257,7 +268,7 @@ class InstanceHandle(UUID):
         runner such as :meth:`AsyncEngine.call`), else ``asyncio.to_thread``.
         """
         woken = asyncio.Event()
-        with self._engine.watch_ending(self.id, _waker(asyncio.get_running_loop(), woken)):
+        with self._engine.watch(self.id, _waker(asyncio.get_running_loop(), woken)):
             finished = await poll_async(
                 self._finished, timeout, self._expired(timeout), run or _in_thread, woken
             )
@@ -302,6 +313,13 @@ class SendReceipt:
         return f"SendReceipt({self.instance_id}, seq={self.seq}, key={self.key!r})"
 
     def _read(self) -> StepOutcome | None:
+        """The outcome once the message has left the inbox; None while it waits there.
+
+        The stored events are read newest first, down to the one that
+        consumed the message (usually the last one), and no further unless
+        a later event changed the configuration: then down to the nearest
+        one that carries the configuration the consuming step left.
+        """
         instance = self.engine.instance(self.instance_id)
         record = instance.record
         if any(message.seq == self.seq for message in record.inbox):
@@ -315,35 +333,41 @@ class SendReceipt:
                 record.status,
                 f"the instance ended ({record.status.value}) before processing it",
             )
-        configuration: tuple[str, ...] = ()
-        for event in self.engine.events_of(self.instance_id):
-            if isinstance(event, Instance.Stepped):
-                configuration = event.configuration_after(configuration)
-            elif isinstance(event, Instance.Migrated):
-                configuration = tuple(event.snapshot.get("configuration", ()))
-            if getattr(event, "consumed", None) != self.seq:
-                continue
-            if isinstance(event, Instance.Stepped):
-                ignored = any(type(effect) is Ignored for effect in event.effects)
-                return StepOutcome(
-                    self.instance_id,
-                    self.seq,
-                    event.originator_version,
-                    configuration,
-                    record.status,
-                    ignored=ignored,
-                )
-            return StepOutcome(
-                self.instance_id,
-                self.seq,
-                event.originator_version,
-                (),
-                record.status,
-                str(getattr(event, "reason", "rejected")),
-            )
+        consumer: Any = None
+        changed_since = False  # an event after the consumer carries another configuration
+        for event in self.engine.events_of(self.instance_id, newest_first=True):
+            if consumer is None:
+                if getattr(event, "consumed", None) != self.seq:
+                    changed_since = changed_since or _configuration_of(event) is not None
+                    continue
+                consumer = event
+                if not isinstance(event, Instance.Stepped):
+                    return StepOutcome(
+                        self.instance_id,
+                        self.seq,
+                        event.originator_version,
+                        (),
+                        record.status,
+                        str(getattr(event, "reason", "rejected")),
+                    )
+                if not changed_since:
+                    parts = record.snapshot_parts or {}
+                    return self._stepped(consumer, tuple(parts.get("configuration", ())), record.status)
+            configuration = _configuration_of(event)
+            if configuration is not None:
+                return self._stepped(consumer, configuration, record.status)
+        if consumer is not None:
+            return self._stepped(consumer, (), record.status)  # no step before it carried one
         raise EngineError(
             f"message {self.seq} of instance {self.instance_id} left the inbox but no stored event "
             f"consumed it; its stored events are inconsistent: see incarnate timeline {self.instance_id}"
+        )
+
+    def _stepped(self, event: Any, configuration: tuple[str, ...], status: InstanceStatus) -> StepOutcome:
+        """The outcome of the ``Stepped`` event that consumed the message."""
+        ignored = any(type(effect) is Ignored for effect in event.effects)
+        return StepOutcome(
+            self.instance_id, self.seq, event.originator_version, configuration, status, ignored=ignored
         )
 
     def _expired(self, timeout: float | None) -> Callable[[], TimeoutError]:
@@ -355,17 +379,39 @@ class SendReceipt:
         return expired
 
     def wait(self, timeout: float | None = None) -> StepOutcome:
-        """Wait for the macrostep that consumed the message (:class:`TimeoutError` past ``timeout``)."""
-        return poll(self._read, timeout, self._expired(timeout))
+        """Wait for the macrostep that consumed the message (:class:`TimeoutError` past ``timeout``).
+
+        When the receipt's engine saves the instance, the save wakes the
+        wait and it reads at once; otherwise (another engine runs the
+        instance) it reads again after pauses of 10 ms, doubled up to 200 ms.
+        """
+        woken = threading.Event()
+        with self.engine.watch(self.instance_id, woken.set, every_save=True):
+            return poll(self._read, timeout, self._expired(timeout), woken)
 
     async def wait_async(self, timeout: float | None = None, *, run: Reader | None = None) -> StepOutcome:
         """:meth:`wait` without blocking the event loop (reads run through ``run``, else a thread)."""
-        return await poll_async(self._read, timeout, self._expired(timeout), run or _in_thread)
+        woken = asyncio.Event()
+        with self.engine.watch(self.instance_id, _waker(asyncio.get_running_loop(), woken), every_save=True):
+            return await poll_async(self._read, timeout, self._expired(timeout), run or _in_thread, woken)
+
+
+def _configuration_of(event: Any) -> tuple[str, ...] | None:
+    """The configuration ``event`` leaves, when it carries one (None: it leaves the one before it)."""
+    if isinstance(event, Instance.Stepped):
+        if event.snapshot is not None:
+            return tuple(event.snapshot.get("configuration", ()))
+        if event.parts and "configuration" in event.parts:
+            return tuple(event.parts["configuration"])
+        return None
+    if isinstance(event, Instance.Migrated):
+        return tuple(event.snapshot.get("configuration", ()))
+    return None
 
 
 def receipt_for_key(engine: InstanceSource, instance_id: UUID, key: str) -> SendReceipt:
     """The receipt of the message accepted earlier under ``key``."""
-    for event in engine.events_of(instance_id):
+    for event in engine.events_of(instance_id, newest_first=True):  # a repeat usually follows soon
         message: Message | None
         if isinstance(event, Instance.Accepted):
             message = event.message

@@ -45,6 +45,11 @@ from statechart.shape import Shape
 
 log = logging.getLogger("incarnate.engine")
 
+FIRST_PAGE = 8
+"""Events the first page of :meth:`Journal.events_newest_first` reads (each later page twice as many)."""
+LAST_PAGE = 512
+"""The most events one page of :meth:`Journal.events_newest_first` reads."""
+
 
 def project(aggregate: Any, events: Iterable[Any]) -> Any:
     """Rebuild an aggregate by applying events in order.
@@ -315,6 +320,27 @@ class Journal(Application[UUID]):
         if not events:
             raise UnknownInstance(instance_id)
         return events
+
+    def events_newest_first(self, instance_id: UUID) -> Iterator[Any]:
+        """The stored events of an instance, newest first, read a page at a time as the iteration asks.
+
+        A reader that wants the last few events (the step that consumed a
+        message, usually just committed) reads those, not the whole history.
+        The first page holds :data:`FIRST_PAGE` events and each later one twice
+        as many as the one before, up to :data:`LAST_PAGE`. Nothing is yielded
+        for an unknown instance; a record that does not decode raises
+        :class:`CorruptRecord` when the iteration reaches it.
+        """
+        below: int | None = None
+        page = FIRST_PAGE
+        while True:
+            with decoding(instance_id):
+                events = list(self.events.get(instance_id, lte=below, desc=True, limit=page))
+            yield from events
+            if len(events) < page or events[-1].originator_version <= 1:
+                return
+            below = events[-1].originator_version - 1
+            page = min(page * 2, LAST_PAGE)
 
     def stored(self, instance_id: UUID) -> tuple[InstanceSnapshot | None, list[Any]]:
         """The latest stored snapshot of an instance (if snapshotting) and the events after it."""

@@ -92,20 +92,22 @@ class Reads:
     def load(self, aggregate_id: UUID, *, fresh: bool = True) -> Any:
         """A private copy of a stored aggregate.
 
-        ``fresh`` reads from the store whatever this engine has not seen (the
-        library's cache, fast-forwarded). Otherwise the copy this engine last
-        committed is used when it has one: a command computed on it that turns
-        out stale fails its save on the version conflict and is retried fresh.
+        ``fresh`` reads from the store whatever this engine has not seen: the
+        copy this engine last committed when the store holds nothing past it
+        (one indexed query), else the library's cache, fast-forwarded (a first
+        read of an instance reads its whole history). Otherwise the copy this
+        engine last committed is used when it has one: a command computed on
+        it that turns out stale fails its save on the version conflict and is
+        retried fresh.
 
         Aggregate state is immutable values throughout (frozen attrs records,
         tuples, JSON data never changed in place), so a shallow copy is as
         safe as the library's deep copy and much cheaper; only the pending
         events must not be shared.
         """
-        if not fresh:
-            latest = self.copies.latest(aggregate_id)
-            if latest is not None:
-                return latest
+        latest = self.copies.latest(aggregate_id)
+        if latest is not None and (not fresh or self.journal.is_current(latest)):
+            return latest
         return clone(self.journal.aggregate(aggregate_id))
 
     def ending(self, instance_id: UUID) -> Ending | None:

@@ -189,9 +189,9 @@ def test_the_commit_that_ends_an_instance_wakes_whoever_watches_it(engine: Engin
     engine.run_until_idle()
     woken: list[str] = []
     watches = (
-        engine.watch_ending(gate, lambda: woken.append("gate")),
-        engine.watch_ending(gate, lambda: woken.append("gate, again")),
-        engine.watch_ending(other, lambda: woken.append("other")),
+        engine.watch(gate, lambda: woken.append("gate")),
+        engine.watch(gate, lambda: woken.append("gate, again")),
+        engine.watch(other, lambda: woken.append("other")),
     )
     with watches[0], watches[1], watches[2]:
         engine.send(gate, "answer")
