@@ -78,13 +78,20 @@ C = TypeVar("C")
 
 RESUME_BATCH = 100
 """Call trees :meth:`Engine.resume_all` claims in one save (each read once, acquired as soon as claimed)."""
-RESUME_FIRST_BATCH = 10
-"""The first batch is small, so the first trees run while the rest are read."""
-RESUME_FIRST_CATCH_UP = 2_000
+RESUME_FIRST_BATCH = 4
+"""The first batch is small (a tree per default worker thread), so the first trees run at once."""
+RESUME_FIRST_CATCH_UP = 200
 """Notifications :meth:`Engine.resume_all` folds into the listing before it takes over the first trees.
 
 A log of tens of thousands of unread notifications takes seconds to fold;
 the trees found in its first part start running meanwhile."""
+RESUME_FIRST_GRACE = 0.1
+"""Seconds :meth:`Engine.resume_all` lets a threaded runner finish the first batch before it reads on.
+
+The process has one core of Python: while the claims of the next batches
+and the fold of the rest of the log run, the first trees get a share of it
+only. Waiting for the runner to have nothing queued (at most this long)
+lets the first results land within milliseconds of the claim."""
 RESERVED_PREFIXES = ("done.invoke.", "error.invoke.", "retry.invoke.")
 """Event names that report a child's outcome: they must carry the invoke id of its incarnation."""
 DEFAULT_CACHE_SIZE = 50_000
@@ -700,10 +707,13 @@ class Engine:
 
         Each in-flight root owned by no live engine is taken over with its
         retained children (:meth:`take_over`; a child is never revived on its
-        own), 10 trees claimed in the first save and up to 100 in each
+        own), 4 trees claimed in the first save and up to 100 in each
         later one; each tree goes to the runner as soon as its claim has
         landed and its ResumePlan is rebuilt, so the first trees run while
-        later ones are read. The recovery listing is folded from the event log
+        later ones are read. A threaded runner is given up to
+        :data:`RESUME_FIRST_GRACE` seconds to finish the first save's trees
+        before anything more is read (it goes on as soon as the runner has
+        nothing queued). The recovery listing is folded from the event log
         in two parts: the trees found in its first
         :data:`RESUME_FIRST_CATCH_UP` notifications are taken over before the
         rest of the log is read. Trees held by live engines are left alone,
@@ -776,8 +786,20 @@ class Engine:
             held_elsewhere.extend(refused)
             for tree in taken:
                 claimed.update(tree.claimed)
+            if first and begin == 0 and taken:
+                self._let_the_first_trees_run()
             begin, size = begin + size, RESUME_BATCH
         return children
+
+    def _let_the_first_trees_run(self) -> None:
+        """Give a runner with threads of its own up to :data:`RESUME_FIRST_GRACE` s to finish what it has.
+
+        A runner that works only when asked (``DeterministicRunner``) has no
+        ``wait_until_idle`` and is not waited for.
+        """
+        wait = getattr(self.runner, "wait_until_idle", None)
+        if wait is not None:
+            wait(RESUME_FIRST_GRACE)
 
     def parked(self) -> list[ParkedRoot]:
         """Roots held for an operator, with their incidents."""

@@ -17,7 +17,7 @@ import attrs
 from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance, InstanceStatus
-from incarnate import DeterministicRunner, Engine, MemoryStorage, ThreadedRunner
+from incarnate import DeterministicRunner, Engine, MemoryStorage, ThreadedRunner, _engine
 from incarnate._work import UnitOfWork
 from incarnate.testing import commit_points
 from statechart import Chart, final, invoke, state, transition
@@ -179,7 +179,12 @@ def pending_trees(make_engine: EngineFactory, count: int) -> tuple[Engine, list[
 
 
 def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engine: EngineFactory) -> None:
-    """150 trees of two: each member read once (two queries a batch on a database), 10 + 100 + 40 claimed."""
+    """150 trees of two: each member read once (two queries a batch on a database), claimed in batches.
+
+    The first save claims ``RESUME_FIRST_BATCH`` trees, the rest go in saves
+    of at most ``RESUME_BATCH`` (where the first part of the log folded ends
+    splits one).
+    """
     crashed, roots = pending_trees(make_engine, 150)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
     reads = counting(engine.parts.reads, "read")
@@ -188,11 +193,13 @@ def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engi
     saves = counting(engine.parts.commits, "save_instances")
     assert engine.resume_all() == 300
     assert len(reads) == len({args[0] for args in reads}) == 300  # each member read once
+    trees = [len(args) // 2 for args in saves]  # each tree a root and its task
+    assert trees[0] == _engine.RESUME_FIRST_BATCH and max(trees) == _engine.RESUME_BATCH
+    assert sum(trees) == 150 and len(trees) <= 4
     if isinstance(engine.storage, MemoryStorage):
         assert len(singles) == 300  # in memory, one by one
     else:  # one query for a batch's roots, one for their children
-        assert singles == [] and [len(args[0]) for args in batches] == [10, 10, 100, 100, 40, 40]
-    assert [len(args) for args in saves] == [20, 200, 80]
+        assert singles == [] and [len(args[0]) for args in batches] == [n for n in trees for _ in "rc"]
     engine.run_until_idle()
     members: dict[UUID, list[UUID]] = {}
     for instance in engine.instances():
