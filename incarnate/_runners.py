@@ -169,6 +169,8 @@ RETRY_BACKOFF = 0.05
 """Seconds before the first retry of a unit of work that raised (a store outage, say); doubled per failure."""
 MAX_RETRY_BACKOFF = 5.0
 """The longest wait between two retries of a failing unit of work, in seconds."""
+IDLE_WAIT = 5.0
+"""The longest an idle macrostep or task thread sleeps without being notified (it is, for all work)."""
 
 
 class ThreadedRunner:
@@ -190,6 +192,11 @@ class ThreadedRunner:
     backoff that doubles from :data:`RETRY_BACKOFF` up to
     :data:`MAX_RETRY_BACKOFF` seconds, until it commits, parks or is fenced:
     a store outage strands nothing.
+
+    Idle macrostep and task threads sleep until work is queued for them
+    (each notification wakes one); only the timer thread looks at the
+    engine's clock every ``poll_interval`` seconds, since a virtual clock
+    moves without telling anyone.
     """
 
     def __init__(
@@ -351,7 +358,7 @@ class ThreadedRunner:
         while True:
             with self._lock:
                 while not queue and not self._stopping:
-                    ready.wait(self.poll_interval)
+                    ready.wait(IDLE_WAIT)  # each enqueue and stop() notifies: the bound is a safety net
                 if self._stopping:
                     return
                 instance_id = queue.popleft()

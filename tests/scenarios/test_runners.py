@@ -10,7 +10,7 @@ from uuid import UUID
 import pytest
 
 from aggregates import InstanceStatus
-from incarnate import ConfigurationError, Engine, Storage, TaskCall, ThreadedRunner
+from incarnate import ConfigurationError, Engine, Storage, TaskCall, ThreadedRunner, _runners
 from incarnate._process import Decision
 from tests.scenarios import charts
 from tests.scenarios.conftest import EngineFactory
@@ -63,6 +63,33 @@ def test_a_born_task_goes_straight_to_a_task_thread(make_engine: EngineFactory) 
     assert len(tasks) == 5
     on_tasks = [lane for instance_id, lane in lanes if instance_id in tasks]
     assert on_tasks and all(lane.startswith("incarnate-task-") for lane in on_tasks), on_tasks
+    assert list(runner.errors) == []
+
+
+def test_idle_threads_sleep_until_work_is_queued_for_them(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle runner's step and task threads wake only when notified, and every queued unit notifies.
+
+    With their safety wake-up a minute away, work sent after the threads
+    fell asleep is still taken at once: a step (a message), then a task.
+    """
+    monkeypatch.setattr(_runners, "IDLE_WAIT", 60.0)
+    runner = ThreadedRunner(workers=2, task_workers=2)
+    engine = make_engine(charts.ALL, {"charge": lambda call: "ok"}, runner=runner)
+    runner.start()
+    parent = engine.start("parent", {"members": ["a"]})
+    assert wait_for(lambda: len(engine.children(parent)) == 1 and runner.idle(), timeout=10.0)
+    time.sleep(0.3)  # every thread is asleep on its condition now
+    began = time.monotonic()
+    [kid] = engine.children(parent)
+    with runner.inline(kid.id):  # a thread busy on the kid: the send only accepts and notifies
+        engine.send(kid.id, "finish")
+    assert wait_for(lambda: engine.snapshot(parent).configuration == ("reviewing",), timeout=10.0)
+    time.sleep(0.3)
+    root = engine.start("charging")  # its task goes to a sleeping task thread
+    assert wait_for(lambda: engine.instance(root).record.status is InstanceStatus.DONE, timeout=10.0)
+    assert time.monotonic() - began < 8.0  # a lost notification would wait for the 60 s wake-up
     assert list(runner.errors) == []
 
 
