@@ -173,7 +173,7 @@ class Copies:
         self._waiting: dict[UUID, list[Callable[[], None]]] = {}
         """Per instance something waits here to end: what its ending calls (see :meth:`watching`)."""
         self._saving: dict[UUID, list[Callable[[], None]]] = {}
-        """Per instance something waits here for its next save (see :meth:`watching_saves`)."""
+        """Per instance something waits here for its next save (``watching(..., every_save=True)``)."""
 
     # ----------------------------------------------------------- codec
 
@@ -255,7 +255,7 @@ class Copies:
     def saw(self, instances: Iterable[Instance]) -> None:
         """Remember the committed copies (newest version wins; the oldest entries go first); wake watchers.
 
-        Whatever is :meth:`watching_saves` one of them is woken after the lock is let go.
+        Whatever watches one of them with ``every_save`` (:meth:`watching`) is woken after the lock is let go.
         """
         wakes: list[Callable[[], None]] = []
         with self._lock:
@@ -299,43 +299,28 @@ class Copies:
             wake()
 
     @contextmanager
-    def watching(self, instance_id: UUID, wake: Callable[[], None]) -> Iterator[None]:
+    def watching(
+        self, instance_id: UUID, wake: Callable[[], None], *, every_save: bool = False
+    ) -> Iterator[None]:
         """Call ``wake`` when this engine saves the ending of ``instance_id``, while the block runs.
 
-        Watch before reading whether it has ended: an ending saved between
-        the read and the wait calls ``wake`` all the same. ``wake`` runs on
-        the saving thread, after the save: it must only signal (set an
-        event, schedule a callback on a loop).
+        With ``every_save``, each time this engine saves the instance (see
+        :meth:`saw`). Watch before reading whether it has ended: an ending
+        saved between the read and the wait calls ``wake`` all the same.
+        ``wake`` runs on the saving thread, after the save: it must only
+        signal (set an event, schedule a callback on a loop).
         """
+        table = self._saving if every_save else self._waiting
         with self._lock:
-            self._waiting.setdefault(instance_id, []).append(wake)
+            table.setdefault(instance_id, []).append(wake)
         try:
             yield
         finally:
             with self._lock:
-                wakes = self._waiting[instance_id]
+                wakes = table[instance_id]
                 wakes.remove(wake)
                 if not wakes:
-                    del self._waiting[instance_id]
-
-    @contextmanager
-    def watching_saves(self, instance_id: UUID, wake: Callable[[], None]) -> Iterator[None]:
-        """Call ``wake`` each time this engine saves ``instance_id``, while the block runs.
-
-        What :meth:`watching` is for an ending, for every save: watch before
-        reading, and ``wake`` (run on the saving thread, after the save) must
-        only signal.
-        """
-        with self._lock:
-            self._saving.setdefault(instance_id, []).append(wake)
-        try:
-            yield
-        finally:
-            with self._lock:
-                wakes = self._saving[instance_id]
-                wakes.remove(wake)
-                if not wakes:
-                    del self._saving[instance_id]
+                    del table[instance_id]
 
     def ending(self, instance_id: UUID) -> tuple[InstanceStatus, JsonValue, JsonValue] | None:
         """The remembered final ending of ``instance_id``: status, output, error (see :meth:`ended`)."""

@@ -601,9 +601,7 @@ class Engine:
         only signal (set an event, schedule a callback on a loop). An
         instance another engine runs never calls it.
         """
-        copies = self.parts.copies
-        watching = copies.watching_saves if every_save else copies.watching
-        return watching(plain(instance_id), wake)
+        return self.parts.copies.watching(plain(instance_id), wake, every_save=every_save)
 
     @overload
     def events_of(self, instance_id: UUID, *, newest_first: Literal[False] = False) -> list[Any]: ...

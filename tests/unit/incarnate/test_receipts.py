@@ -208,7 +208,7 @@ def test_a_waiting_receipt_is_woken_by_the_save_that_consumes_its_message(
     stepping[0].join(10.0)
 
 
-def test_watching_saves_stops_with_its_block(engine: Engine) -> None:
+def test_watching_every_save_stops_with_its_block(engine: Engine) -> None:
     ring = engine.start(RING)
     engine.run_until_idle()
     woken: list[str] = []
