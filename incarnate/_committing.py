@@ -135,9 +135,6 @@ class CommitPath:
     def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
         return self.reads.instance(instance_id, fresh=fresh)
 
-    def is_current(self, instance: Instance) -> bool:
-        return self.journal.is_current(instance)
-
     def check_holds(self, instance: Instance) -> None:
         """Raise :class:`~incarnate.errors.Fenced` unless this engine holds the instance's incarnation."""
         record = instance.record

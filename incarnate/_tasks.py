@@ -69,10 +69,6 @@ class TaskHost(Workshop, Protocol):
         """A private copy of a stored instance (``fresh=False``: the copy last committed here)."""
         ...
 
-    def is_current(self, instance: Instance) -> bool:
-        """Whether the store holds no event of ``instance`` past its version."""
-        ...
-
     def save_instances(self, *instances: Instance) -> None:
         """Save the instances' pending events in one atomic save."""
         ...
@@ -125,9 +121,7 @@ def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
     When this engine also runs the parent, the parent's next macrostep — the
     one that hears of the outcome — commits in the same transaction.
     """
-    instance = engine.instance(instance_id, fresh=False)
-    if not engine.is_current(instance):
-        instance = engine.instance(instance_id)
+    instance = engine.instance(instance_id)  # the copy last committed here, if the store has nothing newer
     record = instance.record
     facts = record.birth
     if record.status is not InstanceStatus.BORN or facts is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -80,7 +81,18 @@ def test_idle_threads_sleep_until_work_is_queued_for_them(
     runner.start()
     parent = engine.start("parent", {"members": ["a"]})
     assert wait_for(lambda: len(engine.children(parent)) == 1 and runner.idle(), timeout=10.0)
-    time.sleep(0.3)  # every thread is asleep on its condition now
+    time.sleep(0.1)  # every thread is asleep on its condition now
+    waits: list[str] = []  # a thread that wakes without work waits again: it is counted here
+    for condition in (runner._ready, runner._task_ready):
+        original = condition.wait
+
+        def counted(timeout: float | None = None, original: Any = original) -> bool:
+            waits.append(threading.current_thread().name)
+            return bool(original(timeout))
+
+        condition.wait = counted  # type: ignore[method-assign]
+    time.sleep(0.3)
+    assert waits == []  # nothing woke an idle thread
     began = time.monotonic()
     [kid] = engine.children(parent)
     with runner.inline(kid.id):  # a thread busy on the kid: the send only accepts and notifies
