@@ -15,8 +15,12 @@ leader sweeps once:
 3. lease a batch of them atomically (``coordination.claim``: a root another
    replica holds is skipped, an expired lease is taken over);
 4. hand each leased root to a pool of ``worker_count`` threads that call the
-   handler (by default ``engine.take_over(root)``), each bounded by
-   ``item_timeout``; mark each orphan ``orphan``;
+   handler, each bounded by ``item_timeout``; mark each orphan ``orphan``.
+   Without a handler of the caller's, the batch's roots are shared out
+   among the threads and each share is taken over as
+   :meth:`Engine.resume_all` takes trees over: read in two queries, claimed
+   in one atomic save, then acquired one by one (a share of ``n`` roots is
+   bounded by ``n x item_timeout``); each root still gets its own outcome;
 5. release each lease with its outcome, and log
    ``claimed=N dispatched=M succeeded=K failed=F``.
 
@@ -51,7 +55,7 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from incarnate._ownership import orphan
+from incarnate._ownership import TakeOver, orphan, take_over_batch
 from incarnate.errors import ConfigurationError, Fenced, StorageError, TreeHeld
 from projections import CheckpointError, ListingRow
 
@@ -180,6 +184,21 @@ class _Outcome:
     message: str = ""
 
 
+@attrs.frozen
+class _Item:
+    """What one call of the fan-out recovers: a share of the batch's roots, or one orphan."""
+
+    roots: tuple[UUID, ...]
+    orphan: bool = False
+
+
+SHARE_LIMIT = 100
+"""The most roots one call takes over together (one claim save), whatever the batch size."""
+
+REASON = "recovery manager"
+"""The reason every take-over by the recovery manager names."""
+
+
 @attrs.define
 class _Tally:
     dispatched: int = 0
@@ -213,6 +232,8 @@ class RecoveryManager:
                 "raise it, or pass enabled=False"
             )
         self.handler: Handler = handler if handler is not None else self._take_over
+        self._shared = handler is None
+        """Whether a batch's roots are taken over in shares (the default handler), not one by one."""
         self._sweep_lock = threading.Lock()
         self._stopping = threading.Event()
         self._burst: int | None = None
@@ -359,12 +380,8 @@ class RecoveryManager:
             claimed = coordination.claim(
                 candidates, engine_id, self.settings.lease_duration, self.settings.batch_size
             )
-            orphan_ids = set(orphans)
             tally = _Tally()
-            cancelled = self._fan_out(
-                [(root, root in orphan_ids) for root in claimed],
-                tally,
-            )
+            cancelled = self._fan_out(self._items(claimed, set(orphans)), tally)
             report = SweepReport(
                 leader=True,
                 candidates=len(candidates),
@@ -468,20 +485,37 @@ class RecoveryManager:
 
     # ----------------------------------------------------------- fan-out
 
-    def _fan_out(self, items: list[tuple[UUID, bool]], tally: _Tally) -> bool:
+    def _items(self, claimed: list[UUID], orphans: set[UUID]) -> list[_Item]:
+        """The calls that recover a leased batch: one per orphan, and one per root or share of roots.
+
+        With the default handler the roots are shared out evenly among the
+        ``worker_count`` threads (at most :data:`SHARE_LIMIT` roots a share),
+        each share taken over with one claim save; a handler of the
+        caller's is called once per root.
+        """
+        roots = [root for root in claimed if root not in orphans]
+        items = [_Item((root,), orphan=True) for root in claimed if root in orphans]
+        size = 1
+        if self._shared and roots:
+            size = min(SHARE_LIMIT, max(1, math.ceil(len(roots) / self.settings.worker_count)))
+        items[:0] = [_Item(tuple(roots[begin : begin + size])) for begin in range(0, len(roots), size)]
+        return items
+
+    def _fan_out(self, items: list[_Item], tally: _Tally) -> bool:
         """Recover the leased items with at most ``worker_count`` at once; True when stop() cut it short.
 
         Each call runs on its own daemon thread, so an abandoned (hung) call
-        never holds up the next ones nor the interpreter's exit.
+        never holds up the next ones nor the interpreter's exit. A call on
+        ``n`` roots may run ``n x item_timeout`` seconds.
         """
         pending = collections.deque(items)
-        running: dict[concurrent.futures.Future[_Outcome], tuple[UUID, float]] = {}
+        running: dict[concurrent.futures.Future[dict[UUID, _Outcome]], tuple[_Item, float]] = {}
         timeout = self.settings.item_timeout
         while pending or running:
             while pending and len(running) < self.settings.worker_count and not self._stopping.is_set():
-                root, orphan = pending.popleft()
-                running[self._dispatch(root, orphan)] = (root, time.monotonic() + timeout)
-                tally.dispatched += 1
+                item = pending.popleft()
+                running[self._dispatch(item)] = (item, time.monotonic() + timeout * len(item.roots))
+                tally.dispatched += len(item.roots)
             if not running:
                 break
             nearest = min(deadline for _, deadline in running.values())
@@ -491,45 +525,87 @@ class RecoveryManager:
                 return_when=concurrent.futures.FIRST_COMPLETED,
             )
             for future in done:
-                root, _ = running.pop(future)
-                self._settle(root, future.result(), tally)
+                running.pop(future)
+                for root, outcome in future.result().items():
+                    self._settle(root, outcome, tally)
             now = time.monotonic()
-            for future, (root, deadline) in list(running.items()):
+            for future, (item, deadline) in list(running.items()):
                 if deadline <= now and not future.done():
                     del running[future]
                     with self._running_lock:
-                        if root in self._running:
-                            self._abandoned.add(root)
-                    tally.failed += 1
-                    tally.timed_out += 1
+                        self._abandoned.update(root for root in item.roots if root in self._running)
+                    tally.failed += len(item.roots)
+                    tally.timed_out += len(item.roots)
                     log.warning(
-                        "recovery of %s by engine %s still runs after item_timeout (%g s): abandoned; "
+                        "recovery of %s by engine %s still runs after %s: abandoned; "
                         "its lease is left to expire and it is not retried while the call runs",
-                        root,
+                        item.roots[0]
+                        if len(item.roots) == 1
+                        else f"{len(item.roots)} roots ({item.roots[0]}, …)",
                         self.engine.engine_id,
-                        timeout,
+                        f"item_timeout ({timeout:g} s)"
+                        if len(item.roots) == 1
+                        else f"{len(item.roots)} x item_timeout ({timeout * len(item.roots):g} s)",
                     )
         return bool(pending)
 
-    def _dispatch(self, root: UUID, orphan: bool) -> concurrent.futures.Future[_Outcome]:
-        future: concurrent.futures.Future[_Outcome] = concurrent.futures.Future()
+    def _dispatch(self, item: _Item) -> concurrent.futures.Future[dict[UUID, _Outcome]]:
+        future: concurrent.futures.Future[dict[UUID, _Outcome]] = concurrent.futures.Future()
         with self._running_lock:
-            self._running.add(root)
+            self._running.update(item.roots)
 
         def run() -> None:
             try:
-                future.set_result(self._orphan(root) if orphan else self._recover(root))
+                if item.orphan:
+                    [child] = item.roots
+                    future.set_result({child: self._orphan(child)})
+                else:
+                    future.set_result(self._recover_share(item.roots))
             finally:
                 with self._running_lock:
-                    self._running.discard(root)
-                    late = root in self._abandoned
-                    self._abandoned.discard(root)
-                if late:
+                    self._running.difference_update(item.roots)
+                    late = [root for root in item.roots if root in self._abandoned]
+                    self._abandoned.difference_update(item.roots)
+                for root in late:
                     log.info("the abandoned recovery of %s has ended; a later scan may retry it", root)
 
         future.set_running_or_notify_cancel()
-        threading.Thread(target=run, name=f"incarnate-recovery-{root}", daemon=True).start()
+        name = f"incarnate-recovery-{item.roots[0]}" + (
+            f"+{len(item.roots) - 1}" if len(item.roots) > 1 else ""
+        )
+        threading.Thread(target=run, name=name, daemon=True).start()
         return future
+
+    def _recover_share(self, roots: tuple[UUID, ...]) -> dict[UUID, _Outcome]:
+        """Recover a share of roots: together in one claim save when there are several, else by the handler.
+
+        Each root gets the outcome the handler would have given it alone: a
+        tree taken over succeeded (failed when parked), a tree held by a
+        live engine is transient. A root the joint take-over skipped (not a
+        root, unknown) is handed to the handler, which says why; when the
+        joint take-over fails as a whole, every root is, one by one.
+        """
+        if len(roots) == 1:
+            return {roots[0]: self._recover(roots[0])}
+        try:
+            taken, held = take_over_batch(self.engine.parts, roots, reason=REASON)
+        except Exception:  # each root then meets the error alone, and is classified by it
+            log.info(
+                "taking %d roots over together failed; each is taken over on its own",
+                len(roots),
+                exc_info=True,
+            )
+            return {root: self._recover(root) for root in roots}
+        outcomes: dict[UUID, _Outcome] = {}
+        for tree in taken:
+            outcomes[tree.root] = self._judged(tree.root, tree)
+        for error in held:
+            log.info("recovery of %s is transient, retried at a later scan: %s", error.root, error)
+            outcomes[error.root] = _Outcome(TRANSIENT, _describe(error))
+        for root in roots:
+            if root not in outcomes:
+                outcomes[root] = self._recover(root)
+        return outcomes
 
     def _recover(self, root: UUID) -> _Outcome:
         """Call the handler on one root and classify how it ended."""
@@ -544,6 +620,11 @@ class RecoveryManager:
         except Exception as error:
             log.warning("recovery of %s raised", root, exc_info=True)
             return _Outcome(ERROR, _describe(error))
+        return self._judged(root, result)
+
+    @staticmethod
+    def _judged(root: UUID, result: object) -> _Outcome:
+        """The outcome of a call that returned ``result``: failed for a parked tree, else succeeded."""
         if getattr(result, "parked", False) is True:
             log.warning("call tree %s is parked: an operator resolves, migrates or terminates it", root)
             return _Outcome(FAILED, f"call tree {root} is parked; see `incarnate parked`")
@@ -592,8 +673,8 @@ class RecoveryManager:
                 exc_info=True,
             )
 
-    def _take_over(self, root: UUID) -> object:
-        return self.engine.take_over(root, reason="recovery manager")
+    def _take_over(self, root: UUID) -> TakeOver:
+        return self.engine.take_over(root, reason=REASON)
 
 
 def _retired(beat: Heartbeat | None) -> bool:

@@ -432,3 +432,58 @@ def test_a_backlog_is_swept_batch_after_batch_without_waiting(engines: Callable[
         assert until(lambda: all(engine.owns(root) for root in roots), timeout=20.0)
     finally:
         assert manager.stop(10.0)
+
+
+# ---------------------------------------------------- shares of a batch
+
+
+def _counting_claim_saves(engine: Engine) -> list[int]:
+    """Count the saves of ``engine`` that claim instances: one entry (the instances claimed) per save."""
+    saves: list[int] = []
+    commits = engine.parts.commits
+    save = commits.save_instances
+
+    def counted(*instances: Instance) -> None:
+        claims = sum(isinstance(e, Instance.Claimed) for i in instances for e in i.pending_events)
+        if claims:
+            saves.append(claims)
+        save(*instances)
+
+    commits.save_instances = counted  # type: ignore[method-assign]
+    return saves
+
+
+def test_the_default_handler_takes_a_batch_over_in_shares(engines: Callable[[str], Engine]) -> None:
+    """Without a handler of the caller's, each thread's share of a batch is claimed in one save.
+
+    Every tree still moves as a unit (root and child) and every root's
+    lease is released with its own outcome.
+    """
+    roots = dead_roots(engines, 5, chart="parent") + dead_roots(engines, 4)
+    engine = engines("replica-1")
+    saves = _counting_claim_saves(engine)
+    report = RecoveryManager(engine, settings(worker_count=2, batch_size=9)).sweep()
+    assert (report.claimed, report.dispatched, report.succeeded, report.failed) == (9, 9, 9, 0)
+    assert sorted(saves) == [4, 10], "two shares (5 trees of 2, 4 of 1), each claimed in one save"
+    assert all(engine.owns(root) for root in roots)
+    assert all(engine.owns(kid.id) for root in roots[:5] for kid in engine.children(root))
+    assert {lease.outcome for lease in leases(engine).values()} == {"succeeded"}
+
+
+def test_a_tree_held_by_a_live_engine_fails_only_its_own_root_in_a_share(
+    engines: Callable[[str], Engine],
+) -> None:
+    """A share in which one tree has a member on a live engine: that root is transient, the rest move."""
+    roots = dead_roots(engines, 3, chart="parent")
+    engine = engines("replica-1")
+    [kid] = engine.children(roots[1])
+    kid.claim("live-one", reason="held elsewhere")
+    engine.parts.commits.save_instances(kid)
+    engine.parts.coordination.beat("live-one", "default", 60.0)
+    report = RecoveryManager(engine, settings(worker_count=1)).sweep()
+    assert (report.claimed, report.succeeded, report.failed, report.transient) == (3, 2, 1, 1)
+    outcomes = {root: lease.outcome for root, lease in leases(engine).items()}
+    assert outcomes == {roots[0]: "succeeded", roots[1]: "transient", roots[2]: "succeeded"}
+    assert "live engine 'live-one'" in leases(engine)[roots[1]].message
+    assert engine.owns(roots[0]) and engine.owns(roots[2]) and not engine.owns(roots[1])
+    assert engine.instance(kid.id).record.owner == "live-one"  # nothing of the held tree was claimed
