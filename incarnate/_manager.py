@@ -233,6 +233,12 @@ class RecoveryManager:
             )
         self.handler: Handler = handler if handler is not None else self._take_over
         self._shared = handler is None
+        self._backlog: list[tuple[UUID, str]] = []
+        """The roots (and owners) the last scan found and did not lease, in listing order (see
+        :meth:`_candidates`)."""
+        self._backlog_at = 0.0
+        self._owners: dict[UUID, str] = {}
+        """The owner of each root the last read of the listing found lost."""
         """Whether a batch's roots are taken over in shares (the default handler), not one by one."""
         self._sweep_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -372,16 +378,21 @@ class RecoveryManager:
             leading = coordination.lead(self.settings.lock_id, engine_id)
             self._set_leading(leading)
             if not leading:
+                self._backlog = []
                 return SweepReport(leader=False)
             roots, orphans = self._candidates()
             candidates = [*roots, *orphans]
             if not candidates or self._stopping.is_set():
                 return SweepReport(leader=True, candidates=len(candidates), cancelled=self._stopping.is_set())
-            claimed = coordination.claim(
-                candidates, engine_id, self.settings.lease_duration, self.settings.batch_size
-            )
+            claimed, examined = self._lease(candidates)
+            # The roots this scan did not reach are the next scan's candidates while they are fresh: a
+            # backlog drains without reading every in-flight listing row again for each batch.
+            orphan_ids = set(orphans)
+            owners = self._owners
+            self._backlog = [(root, owners[root]) for root in candidates[examined:] if root in owners]
+            self._backlog_at = time.monotonic()
             tally = _Tally()
-            cancelled = self._fan_out(self._items(claimed, set(orphans)), tally)
+            cancelled = self._fan_out(self._items(claimed, orphan_ids), tally)
             report = SweepReport(
                 leader=True,
                 candidates=len(candidates),
@@ -426,25 +437,67 @@ class RecoveryManager:
 
     # --------------------------------------------------------- candidates
 
+    def _lease(self, candidates: list[UUID]) -> tuple[list[UUID], int]:
+        """Lease up to ``batch_size`` of ``candidates`` in order: the roots leased, and how many were seen.
+
+        The candidates are offered a slice of twice the batch size at a
+        time (a lease another replica holds is skipped), so a long backlog
+        costs each scan what its batch costs, not what the backlog does.
+        """
+        coordination = self.engine.parts.coordination
+        limit = self.settings.batch_size
+        won: list[UUID] = []
+        examined = 0
+        while len(won) < limit and examined < len(candidates):
+            offered = candidates[examined : examined + 2 * limit]
+            got = coordination.claim(
+                offered, self.engine.engine_id, self.settings.lease_duration, limit - len(won)
+            )
+            won.extend(got)
+            if len(won) >= limit and got:
+                examined += offered.index(got[-1]) + 1
+            else:
+                examined += len(offered)
+        return won, examined
+
     def _candidates(self) -> tuple[list[UUID], list[UUID]]:
-        """Roots of dead owners past ``ttl``, and orphans past the grace period, in listing order."""
-        engine = self.engine
-        listing = engine.listing
+        """Roots of dead owners past ``ttl``, and orphans past the grace period, in listing order.
+
+        While the previous scan's leftover roots are younger than
+        ``scan_interval`` they are the candidates (a backlog draining batch
+        after batch); the listing is read again once they are used up or
+        stale; a leftover whose owner has come back to life since is
+        dropped (the heartbeats are read at every scan). One that has
+        finished or moved meanwhile costs nothing wrong: the take-over
+        reads the tree and claims only what is still lost.
+        """
+        coordination = self.engine.parts.coordination
+        if self._backlog and time.monotonic() - self._backlog_at < self.settings.scan_interval:
+            running = self.running
+            now = coordination.now()
+            beats = coordination.heartbeats()
+            return [
+                root
+                for root, owner in self._backlog
+                if root not in running and self._claimable(owner, beats, now)
+            ], []
+        self._backlog = []
+        listing = self.engine.listing
         listing.catch_up()
         rows = listing.rows(in_flight=True)
-        coordination = engine.parts.coordination
         now = coordination.now()
         beats = coordination.heartbeats()
         running = self.running
-        roots = [
-            row.id
+        lost = [
+            row
             for row in rows
             if row.parent is None
             and row.id not in running
             and self._claimable(row.owner, beats, now)
             and (now - row.changed_at >= self.settings.ttl or _retired(beats.get(row.owner)))
         ]
-        return roots, self._orphans(rows, now, running)
+        self._owners = {row.id: row.owner for row in lost}
+        return [row.id for row in lost], self._orphans(rows, now, running)
 
     def _claimable(self, owner: str, beats: dict[str, Heartbeat], now: float) -> bool:
         """Whether a tree owned by ``owner`` is this group's to recover: the owner is not live, nor us."""

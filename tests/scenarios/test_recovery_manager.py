@@ -35,7 +35,7 @@ from incarnate import (
     TaskFunction,
 )
 from incarnate.store._port import Lease
-from projections import CheckpointError
+from projections import CheckpointError, ListingRow
 from tests.scenarios import charts
 from tests.stores import storage_for
 
@@ -487,3 +487,54 @@ def test_a_tree_held_by_a_live_engine_fails_only_its_own_root_in_a_share(
     assert "live engine 'live-one'" in leases(engine)[roots[1]].message
     assert engine.owns(roots[0]) and engine.owns(roots[2]) and not engine.owns(roots[1])
     assert engine.instance(kid.id).record.owner == "live-one"  # nothing of the held tree was claimed
+
+
+def test_a_backlog_drains_without_reading_the_listing_for_every_batch(
+    engines: Callable[[str], Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The roots a scan did not lease are the next scans' candidates; each lease offers a bounded slice.
+
+    The listing's in-flight rows are read again only once the leftovers
+    are used up, so draining a backlog of n trees reads them about once,
+    not once per batch (n^2 / batch rows in all).
+    """
+    roots = dead_roots(engines, 7)
+    engine = engines("replica-1")
+    listing = engine.listing
+    reads: list[int] = []
+    rows = listing.rows
+
+    def counted_rows(**options: bool) -> list[ListingRow]:
+        found = rows(**options)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(listing, "rows", counted_rows)
+    coordination = engine.parts.coordination
+    offered: list[int] = []
+    claim = coordination.claim
+
+    def counted_claim(candidates: list[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
+        offered.append(len(candidates))
+        return claim(candidates, holder, lease, limit)
+
+    monkeypatch.setattr(coordination, "claim", counted_claim)
+    manager = RecoveryManager(engine, settings(batch_size=2, worker_count=1, scan_interval=60.0))
+    claimed = [manager.sweep().claimed for _ in range(5)]
+    assert claimed == [2, 2, 2, 1, 0]
+    assert len(reads) == 2, "the listing was read for the first scan and once the leftovers ran out"
+    assert max(offered) <= 4, "a lease offers at most twice the batch size"
+    assert all(engine.owns(root) for root in roots)
+    assert {lease.outcome for lease in leases(engine).values()} == {"succeeded"}
+
+
+def test_a_leftover_whose_owner_came_back_to_life_is_dropped(engines: Callable[[str], Engine]) -> None:
+    """A root left over from the previous scan is not leased once its owner beats again."""
+    roots = dead_roots(engines, 3)
+    engine = engines("replica-1")
+    manager = RecoveryManager(engine, settings(batch_size=1, worker_count=1, scan_interval=60.0))
+    assert manager.sweep().claimed == 1
+    engine.parts.coordination.beat("dead-owner", "default", 60.0)  # back to life
+    later = manager.sweep()
+    assert (later.candidates, later.claimed, later.failed) == (0, 0, 0)
+    assert engine.owns(roots[0]) and not engine.owns(roots[1]) and not engine.owns(roots[2])
