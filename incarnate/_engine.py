@@ -716,10 +716,11 @@ class Engine:
         :data:`RESUME_FIRST_CATCH_UP` notifications are taken over before the
         rest of the log is read. Trees held by live engines are left alone,
         logged, and listed in :attr:`left_alone` (each a :class:`TreeHeld`
-        naming the holder). A leftover child whose caller has ended is finished (its interrupted
-        cancel cascade completes). A tree with a stored record that does not
-        decode is parked with an incident naming it; the other trees recover
-        as usual.
+        naming the holder); a tree whose root a live engine owns is known
+        from the listing and not read at all. A leftover child whose caller
+        has ended is finished (its interrupted cancel cascade completes). A
+        tree with a stored record that does not decode is parked with an
+        incident naming it; the other trees recover as usual.
         """
         parts = self.parts
         holdings = parts.holdings
@@ -771,11 +772,24 @@ class Engine:
         holdings = parts.holdings
         roots: list[UUID] = []
         children: list[UUID] = []
+        live: dict[str, bool] = {}  # each owner's liveness, looked up once
         for row in parts.listing.rows(in_flight=True):
             if row.id in seen or (holdings.is_acquired(row.id) and holdings.holds(row.id)):
                 continue
-            (roots if row.parent is None else children).append(row.id)
-        seen.update(roots)
+            owner = row.owner
+            if owner not in live:
+                live[owner] = _ownership.is_live(parts, owner)
+            if row.parent is not None:
+                if not live[owner]:  # a child a live engine holds is its to finish: never taken here
+                    children.append(row.id)
+                continue
+            seen.add(row.id)
+            if live[owner]:
+                # Its root is held by a live engine, so the whole tree is (FR-3): left alone
+                # without reading it, as a read would find.
+                held_elsewhere.append(TreeHeld(row.id, row.id, row.name, owner))
+                continue
+            roots.append(row.id)
         begin, size = 0, RESUME_FIRST_BATCH if first else RESUME_BATCH
         while begin < len(roots):
             taken, refused = _ownership.take_over_batch(

@@ -126,6 +126,42 @@ def test_two_threaded_engines_never_take_each_others_live_trees(tmp_path: Path) 
         second.close()
 
 
+def test_a_restart_leaves_live_engines_trees_alone_without_reading_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resume_all() knows a tree whose root a live engine owns is held from the listing: it reads
+    none of its instances (a restart costs what its own trees cost, not the fleet's)."""
+    path = str(tmp_path / "fleet.db")
+    parent = Chart(
+        "parent",
+        state("waiting", invoke=[invoke("kid", chart="gate")], on=[transition("done.invoke.kid", "done")]),
+        final("done"),
+    )
+    first = Engine([parent, GATE], storage=Storage.sqlite(path), engine_id="first")
+    second = Engine([parent, GATE], storage=Storage.sqlite(path), engine_id="second")
+    try:
+        roots = [first.start("parent") for _ in range(3)]
+        first.run_until_idle()
+        first.parts.coordination.beat("first", "default", 60.0)
+        reads: list[UUID] = []
+        for name in ("read", "prefetch"):
+            method = getattr(second.parts.reads, name)
+
+            def counted(ids: object, *rest: object, _method: Callable[..., object] = method) -> object:
+                reads.append(ids)  # type: ignore[arg-type]
+                return _method(ids, *rest)
+
+            monkeypatch.setattr(second.parts.reads, name, counted)
+        assert second.resume_all() == 0
+        assert sorted(held.root for held in second.left_alone) == sorted(roots)
+        assert {held.holder for held in second.left_alone} == {"first"}
+        assert reads == [], "the live engine's trees were read"
+        assert all(first.owns(root) for root in roots)
+    finally:
+        first.close()
+        second.close()
+
+
 def test_a_gracefully_stopped_workers_trees_move_at_once(tmp_path: Path) -> None:
     """After a graceful stop the other worker's recovery manager takes the trees within seconds,
     although its ttl (60 s) has not passed since they last changed."""
