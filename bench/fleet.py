@@ -48,9 +48,8 @@ from pathlib import Path
 from uuid import UUID
 
 import attrs
-from eventsourcing.utils import get_topic
 
-from aggregates import Instance
+from aggregates import Instance, stored_topic
 from incarnate import Engine, RecoveryManager, RecoverySettings, Storage, ThreadedRunner, Worker
 from statechart import Chart, assign, final, invoke, state, transition
 
@@ -140,7 +139,8 @@ TREE = Chart(
 CHARTS = [GATE, CHILD, TREE]
 """Every chart of the bench: the worker processes load them as ``bench.fleet:CHARTS``."""
 
-STEPPED = get_topic(Instance.Stepped)
+STEPPED = stored_topic(Instance.Stepped)
+"""The topic a macrostep is stored under (with its stored format: ``…Stepped@2``)."""
 
 
 class CheckFailed(Exception):
