@@ -307,7 +307,7 @@ class Latency:
     """One store's sends: seconds per send, from the start of ``send``."""
 
     wake: str
-    """How the worker learns of a send: LISTEN/NOTIFY, or polling every so often."""
+    """How the worker learns of a send: PostgreSQL's LISTEN/NOTIFY, SQLite's ``data_version`` looked at."""
     send: tuple[float, ...]
     """How long ``send`` took (the ``Accepted`` event committed)."""
     stepped: tuple[float, ...]
@@ -386,7 +386,7 @@ def measure_latency(backend: Backend, directory: str, sends: int, poll_interval:
         f"check {backend.name} latency: {GATES} gates held by worker {worker.engine_id}, "
         f"{expected} answers sent, {sum(counts)} counted: ok"
     )
-    wake = "LISTEN/NOTIFY" if backend.name == "postgres" else "polling"
+    wake = "LISTEN/NOTIFY" if backend.name == "postgres" else "data_version"
     return Latency(f"{wake}, poll {poll_interval:g} s", tuple(send), tuple(stepped), tuple(seen))
 
 

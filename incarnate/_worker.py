@@ -7,7 +7,8 @@ A :class:`Worker` turns an :class:`~incarnate.Engine` (with a
   third of the lease), so no other engine takes over what it owns;
 - a **follower** thread tails the store's notification log from where it
   stood when the worker started. It waits for new events
-  (``coordination.wait``: PostgreSQL LISTEN/NOTIFY, polling on SQLite), then
+  (``coordination.wait``: PostgreSQL LISTEN/NOTIFY, the file's
+  ``data_version`` looked at every 10 ms on SQLite), then
   wakes the runner for every instance this engine owns that another process
   sent an event to (or asked to cancel), and takes over every new root whose
   creator is not live (a web handler's plain engine, a CLI client);

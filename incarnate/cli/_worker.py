@@ -111,7 +111,7 @@ def _positive(option: str, value: float) -> None:
     show_default=True,
     metavar="S",
     help="the longest an event sent from another process waits before this worker looks "
-    "(PostgreSQL usually wakes it sooner)",
+    "(a commit by another process usually wakes it sooner: PostgreSQL at once, SQLite within 10 ms)",
 )
 @click.option(
     "--lease",

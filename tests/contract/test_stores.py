@@ -71,7 +71,9 @@ class TestMemoryStore(StoreContract):
 
 
 class TestSQLiteStore(StoreContract):
-    """A SQLite file: everyone leads (one host), and callers poll."""
+    """A SQLite file: everyone leads (one host); a commit by another connection wakes a waiter."""
+
+    notifies = True
 
     @pytest.fixture
     def storage(self, tmp_path: Path) -> Iterator[SQLiteStorage]:
