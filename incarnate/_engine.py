@@ -889,7 +889,7 @@ class Engine:
         """
         instance_id = plain(instance_id)
         if tree:
-            return self._history.tree_moment(self.parts.listing, instance_id, position)
+            return self._history.tree_moment(instance_id, position)
         return self._history.moment(instance_id, position, window)
 
     def fork(self, instance_id: UUID, version: int) -> InstanceHandle:

@@ -26,7 +26,7 @@ import attrs
 
 from aggregates import Instance, InstanceKind, InstanceStatus
 from incarnate.errors import UnknownInstance, without_traceback
-from projections import ListingRow, TreeNode, call_tree, timeline
+from projections import ListingRow, TreeNode, born, call_tree, timeline
 from statechart import Chart, JsonValue
 from statechart.errors import CodecError
 from statechart.shape import Shape
@@ -500,16 +500,12 @@ def _configuration(engine: Engine, instance: Instance) -> tuple[str, ...]:
 def call_tree_of(engine: Engine, instance_id: UUID) -> TreeNode:
     """The call tree under ``instance_id``, finished children included, each parent's by generation.
 
-    Configurations are the atomic states of the registered charts (none for
-    an instance whose chart is not registered).
+    Each member's children are the births its own events record, so the
+    tree is read from its members' histories alone, whatever else the
+    store holds. Configurations are the atomic states of the registered
+    charts (none for an instance whose chart is not registered).
     """
-    tree_root = engine.instance(instance_id).record.root
-    engine.listing.catch_up()
-    born: dict[UUID, list[UUID]] = {}
-    for row in engine.listing.rows():
-        if row.root == tree_root and row.parent is not None:
-            born.setdefault(row.parent, []).append(row.id)
-    loaded: dict[UUID, Instance | None] = {}
+    loaded: dict[UUID, Instance | None] = {instance_id: engine.instance(instance_id)}  # UnknownInstance
 
     def load(child_id: UUID) -> Instance | None:
         if child_id not in loaded:
@@ -525,7 +521,9 @@ def call_tree_of(engine: Engine, instance_id: UUID) -> TreeNode:
         return ref.generation if ref is not None else 0
 
     def children(instance: Instance) -> list[UUID]:
-        return sorted(born.get(instance.id, []), key=generation)
+        # Every child it ever birthed, from its own events: reading the tree costs what the
+        # tree holds, whatever else the store holds.
+        return sorted(born(engine.events_of(instance.id)), key=generation)
 
     return call_tree(load, instance_id, configuration=lambda i: _configuration(engine, i), children=children)
 

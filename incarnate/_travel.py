@@ -28,9 +28,8 @@ from eventsourcing.persistence import PersistenceError
 from aggregates import Instance, InstanceSnapshot
 from incarnate._copies import clone
 from incarnate._journal import Journal, decoding
-from incarnate._listing import Listing
 from incarnate.errors import PositionOutOfRange, StorageError, UnknownInstance
-from projections import instance_at, interleave, versions_at
+from projections import born, instance_at, interleave, versions_at
 
 CHECKPOINT_EVERY = 250
 """Versions between two in-memory checkpoints of an instance being stepped through."""
@@ -183,13 +182,25 @@ class History:
         instance = self.at(instance_id, version, head=last)
         return Moment(instance_id, False, version, last, events, {instance_id: instance}, first)
 
-    def tree_moment(self, listing: Listing, instance_id: UUID, position: int) -> Moment:
-        """The call tree under ``instance_id`` at ``position`` of its interleaved history."""
-        members = tree_members(listing, instance_id)
+    def tree_moment(self, instance_id: UUID, position: int) -> Moment:
+        """The call tree under ``instance_id`` at ``position`` of its interleaved history.
+
+        The members are found from the histories themselves (each member's
+        ``Birth`` and ``ChildResume`` events name its children, finished
+        ones too), parents before their children.
+        """
+        members: list[UUID] = []
         histories: dict[UUID, Sequence[Any]] = {}
-        for member in members:
+        stack = [instance_id]
+        while stack:
+            member = stack.pop()
+            if member in histories:
+                continue
             with decoding(member):
-                histories[member] = list(self.journal.events.get(member))
+                read: list[Any] = list(self.journal.events.get(member))
+            histories[member] = read
+            members.append(member)
+            stack.extend(reversed(born(read)))
         events = interleave({m: h for m, h in histories.items() if h})
         if not histories.get(instance_id):
             raise UnknownInstance(instance_id)
@@ -208,23 +219,3 @@ def check_position(instance_id: UUID, position: int, last: int, what: str) -> No
     """Raise :class:`PositionOutOfRange` unless ``1 <= position <= last``."""
     if not 1 <= position <= last:
         raise PositionOutOfRange(instance_id, position, last, what)
-
-
-def tree_members(listing: Listing, instance_id: UUID) -> list[UUID]:
-    """The instance and every instance below it (finished ones too), parents before their children."""
-    listing.catch_up()
-    children: dict[UUID, list[UUID]] = {}
-    for row in listing.rows():
-        if row.parent is not None:
-            children.setdefault(row.parent, []).append(row.id)
-    members: list[UUID] = []
-    seen: set[UUID] = set()
-    stack = [instance_id]
-    while stack:
-        member = stack.pop()
-        if member in seen:
-            continue
-        seen.add(member)
-        members.append(member)
-        stack.extend(reversed(children.get(member, [])))
-    return members

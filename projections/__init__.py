@@ -3,7 +3,7 @@
 from projections._history import instance_at, interleave, versions_at
 from projections._listing import ListingRow, apply_notification, in_flight, select_rows
 from projections._resume import Checkpoint, resume_plan
-from projections._tree import TimelineEntry, TreeNode, call_tree, render_timeline, render_tree, timeline
+from projections._tree import TimelineEntry, TreeNode, born, call_tree, render_timeline, render_tree, timeline
 from projections._whatif import (
     RecordedInput,
     RecordedRun,
@@ -39,6 +39,7 @@ __all__ = [
     "resume_plan",
     "TimelineEntry",
     "TreeNode",
+    "born",
     "call_tree",
     "render_timeline",
     "render_tree",

@@ -43,6 +43,17 @@ class TreeNode:
         return (self.ref, self.attempt)
 
 
+def born(events: Iterable[Any]) -> list[UUID]:
+    """The ids of the children an instance's history births, in order: one per ``Birth`` and ``ChildResume``.
+
+    Finished children included: this is every incarnation the instance
+    ever decided, read from its own events (no listing of the store).
+    """
+    return [
+        event.facts.child_id for event in events if isinstance(event, (Instance.Birth, Instance.ChildResume))
+    ]
+
+
 def call_tree(
     load: Callable[[UUID], Instance | None],
     root: UUID,

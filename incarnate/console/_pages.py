@@ -205,8 +205,8 @@ def _instance_view(engine: Engine, instance_id: UUID) -> dict[str, Any]:
     instance = engine.instance(instance_id)
     root_status = engine.instance(detail.root).record.status if detail.parent is not None else None
     tree = call_tree_of(engine, detail.root)
-    owners = {row.id: row.owner for row in engine.listing.rows() if row.root == detail.root}
     instances, events = tree_events(engine, detail.root, tree=True)
+    owners = {member.id: member.record.owner for member in instances}
     checkpoint, plan_error = _plan_view(engine, instance_id)
     shape = None
     if instance.record.kind is InstanceKind.CHART:

@@ -111,6 +111,37 @@ def test_trees_events_and_state_counts(engine: Engine) -> None:
     assert counts["gathering"] == 2 and counts["reviewing"] == 0
 
 
+def test_a_tree_is_read_from_its_members_histories_not_the_whole_listing(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree, its timeline and a position of its history read its members, never every listing row.
+
+    Finished children and every retry's incarnation are in it, as the
+    parents' births record them; other trees in the store cost nothing.
+    """
+    _, charging = _fill(engine)  # the charging task failed and was retried: four incarnations
+    others = [engine.start("parent", {"members": ["x"]}) for _ in range(5)]
+    engine.run_until_idle()
+    listed: list[object] = []
+    rows = engine.listing.rows
+
+    def counted(**options: bool) -> object:
+        listed.append(options)
+        return rows(**options)
+
+    monkeypatch.setattr(engine.listing, "rows", counted)
+    tree = call_tree_of(engine, charging)
+    attempts = [node.attempt for node in tree.walk() if node.ref is not None]
+    assert attempts == sorted(attempts) and len(attempts) >= 2, "every retried incarnation is in the tree"
+    assert all(node.status.finished for node in tree.walk() if node.ref is not None)
+    instances, _ = tree_events(engine, charging, tree=True)
+    assert {i.id for i in instances} == {node.id for node in tree.walk()}
+    assert not {i.id for i in instances} & set(others)
+    moment = engine.at(charging, 1, tree=True)
+    assert set(moment.instances) <= {node.id for node in tree.walk()}
+    assert listed == [], "the whole listing was read"
+
+
 def test_changed_at_is_the_time_of_the_last_event_even_before_the_listing_folds_it(tmp_path: Path) -> None:
     """An instance's detail says when its last event happened, read from the instance, not the listing."""
     path = str(tmp_path / "changed.db")
