@@ -239,6 +239,8 @@ class RecoveryManager:
         self._backlog_at = 0.0
         self._owners: dict[UUID, str] = {}
         """The owner of each root the last read of the listing found lost."""
+        self._orphans_at: float | None = None
+        """When (monotonic) the last scan looked for orphans (see :meth:`_orphan_scan_due`)."""
         """Whether a batch's roots are taken over in shares (the default handler), not one by one."""
         self._sweep_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -484,20 +486,40 @@ class RecoveryManager:
         self._backlog = []
         listing = self.engine.listing
         listing.catch_up()
-        rows = listing.rows(in_flight=True)
+        roots = listing.rows(in_flight=True, roots=True)
         now = coordination.now()
         beats = coordination.heartbeats()
         running = self.running
         lost = [
             row
-            for row in rows
-            if row.parent is None
-            and row.id not in running
+            for row in roots
+            if row.id not in running
             and self._claimable(row.owner, beats, now)
             and (now - row.changed_at >= self.settings.ttl or _retired(beats.get(row.owner)))
         ]
         self._owners = {row.id: row.owner for row in lost}
-        return [row.id for row in lost], self._orphans(rows, now, running)
+        orphans: list[UUID] = []
+        if self._orphan_scan_due():
+            orphans = self._orphans(listing.rows(in_flight=True), now, running)
+        return [row.id for row in lost], orphans
+
+    def _orphan_scan_due(self) -> bool:
+        """Whether this scan looks for orphans: at most every tenth of ``orphan_grace_period``.
+
+        Finding them reads every in-flight row, children included (a
+        fan-out's children outnumber the roots); a scan for lost roots reads
+        the in-flight roots only.
+        """
+        grace = self.settings.orphan_grace_period
+        if grace <= 0:
+            return False
+        now = time.monotonic()
+        if self._orphans_at is not None and now - self._orphans_at < max(
+            self.settings.scan_interval, grace / 10
+        ):
+            return False
+        self._orphans_at = now
+        return True
 
     def _claimable(self, owner: str, beats: dict[str, Heartbeat], now: float) -> bool:
         """Whether a tree owned by ``owner`` is this group's to recover: the owner is not live, nor us."""

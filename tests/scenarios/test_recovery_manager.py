@@ -501,13 +501,12 @@ def test_a_backlog_drains_without_reading_the_listing_for_every_batch(
     roots = dead_roots(engines, 7)
     engine = engines("replica-1")
     listing = engine.listing
-    reads: list[int] = []
+    reads: list[dict[str, bool]] = []
     rows = listing.rows
 
     def counted_rows(**options: bool) -> list[ListingRow]:
-        found = rows(**options)
-        reads.append(len(found))
-        return found
+        reads.append(options)
+        return rows(**options)
 
     monkeypatch.setattr(listing, "rows", counted_rows)
     coordination = engine.parts.coordination
@@ -522,7 +521,8 @@ def test_a_backlog_drains_without_reading_the_listing_for_every_batch(
     manager = RecoveryManager(engine, settings(batch_size=2, worker_count=1, scan_interval=60.0))
     claimed = [manager.sweep().claimed for _ in range(5)]
     assert claimed == [2, 2, 2, 1, 0]
-    assert len(reads) == 2, "the listing was read for the first scan and once the leftovers ran out"
+    candidates = [options for options in reads if options.get("roots")]
+    assert len(candidates) == 2, "the listing was read for the first scan and once the leftovers ran out"
     assert max(offered) <= 4, "a lease offers at most twice the batch size"
     assert all(engine.owns(root) for root in roots)
     assert {lease.outcome for lease in leases(engine).values()} == {"succeeded"}
@@ -538,3 +538,30 @@ def test_a_leftover_whose_owner_came_back_to_life_is_dropped(engines: Callable[[
     later = manager.sweep()
     assert (later.candidates, later.claimed, later.failed) == (0, 0, 0)
     assert engine.owns(roots[0]) and not engine.owns(roots[1]) and not engine.owns(roots[2])
+
+
+def test_a_scan_reads_the_in_flight_roots_and_looks_for_orphans_now_and_then(
+    engines: Callable[[str], Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lost roots are found among the in-flight roots alone; the children are read for orphans at most
+    every tenth of the grace period (a fan-out's children outnumber its roots)."""
+    dead_roots(engines, 2, chart="parent")
+    engine = engines("replica-1")
+    listing = engine.listing
+    reads: list[dict[str, bool]] = []
+    rows = listing.rows
+
+    def counted_rows(**options: bool) -> list[ListingRow]:
+        reads.append(options)
+        return rows(**options)
+
+    monkeypatch.setattr(listing, "rows", counted_rows)
+    manager = RecoveryManager(engine, settings(ttl=3600.0, orphan_grace_period=3600.0, scan_interval=0.1))
+    for _ in range(3):
+        assert manager.sweep().candidates == 0  # younger than the ttl: nothing to do
+    assert reads == [
+        {"in_flight": True, "roots": True},
+        {"in_flight": True},  # the first scan also looks for orphans
+        {"in_flight": True, "roots": True},
+        {"in_flight": True, "roots": True},
+    ]
