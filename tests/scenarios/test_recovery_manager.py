@@ -453,6 +453,19 @@ def _counting_claim_saves(engine: Engine) -> list[int]:
     return saves
 
 
+def _counting_listing_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, bool]]:
+    """Record the options of every read of ``engine``'s listing rows, one entry per read."""
+    reads: list[dict[str, bool]] = []
+    rows = engine.listing.rows
+
+    def counted_rows(**options: bool) -> list[ListingRow]:
+        reads.append(options)
+        return rows(**options)
+
+    monkeypatch.setattr(engine.listing, "rows", counted_rows)
+    return reads
+
+
 def test_the_default_handler_takes_a_batch_over_in_shares(engines: Callable[[str], Engine]) -> None:
     """Without a handler of the caller's, each thread's share of a batch is claimed in one save.
 
@@ -500,15 +513,7 @@ def test_a_backlog_drains_without_reading_the_listing_for_every_batch(
     """
     roots = dead_roots(engines, 7)
     engine = engines("replica-1")
-    listing = engine.listing
-    reads: list[dict[str, bool]] = []
-    rows = listing.rows
-
-    def counted_rows(**options: bool) -> list[ListingRow]:
-        reads.append(options)
-        return rows(**options)
-
-    monkeypatch.setattr(listing, "rows", counted_rows)
+    reads = _counting_listing_reads(engine, monkeypatch)
     coordination = engine.parts.coordination
     offered: list[int] = []
     claim = coordination.claim
@@ -547,15 +552,7 @@ def test_a_scan_reads_the_in_flight_roots_and_looks_for_orphans_now_and_then(
     every tenth of the grace period (a fan-out's children outnumber its roots)."""
     dead_roots(engines, 2, chart="parent")
     engine = engines("replica-1")
-    listing = engine.listing
-    reads: list[dict[str, bool]] = []
-    rows = listing.rows
-
-    def counted_rows(**options: bool) -> list[ListingRow]:
-        reads.append(options)
-        return rows(**options)
-
-    monkeypatch.setattr(listing, "rows", counted_rows)
+    reads = _counting_listing_reads(engine, monkeypatch)
     manager = RecoveryManager(engine, settings(ttl=3600.0, orphan_grace_period=3600.0, scan_interval=0.1))
     for _ in range(3):
         assert manager.sweep().candidates == 0  # younger than the ttl: nothing to do
