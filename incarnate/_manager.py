@@ -233,6 +233,7 @@ class RecoveryManager:
             )
         self.handler: Handler = handler if handler is not None else self._take_over
         self._shared = handler is None
+        """Whether a batch's roots are taken over in shares (the default handler), not one by one."""
         self._backlog: list[tuple[UUID, str]] = []
         """The roots (and owners) the last scan found and did not lease, in listing order (see
         :meth:`_candidates`)."""
@@ -241,7 +242,6 @@ class RecoveryManager:
         """The owner of each root the last read of the listing found lost."""
         self._orphans_at: float | None = None
         """When (monotonic) the last scan looked for orphans (see :meth:`_orphan_scan_due`)."""
-        """Whether a batch's roots are taken over in shares (the default handler), not one by one."""
         self._sweep_lock = threading.Lock()
         self._stopping = threading.Event()
         self._burst: int | None = None
@@ -478,11 +478,13 @@ class RecoveryManager:
             running = self.running
             now = coordination.now()
             beats = coordination.heartbeats()
-            return [
+            left = [
                 root
                 for root, owner in self._backlog
                 if root not in running and self._claimable(owner, beats, now)
-            ], []
+            ]
+            if left:
+                return left, []
         self._backlog = []
         listing = self.engine.listing
         listing.catch_up()
