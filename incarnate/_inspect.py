@@ -135,6 +135,7 @@ def list_instances(
     limit: int | None = None,
     offset: int = 0,
     in_state: str | None = None,
+    rows: Sequence[ListingRow] | None = None,
 ) -> Page:
     """The listed instances that pass every filter given, newest change first, one page of them.
 
@@ -146,7 +147,8 @@ def list_instances(
     after that store time; ``in_flight`` unfinished (True) or finished
     (False) rows; ``in_state`` the chart instances whose current
     configuration holds that state (read from their stored snapshots).
-    ``limit`` None or 0 means every row.
+    ``limit`` None or 0 means every row. ``rows`` are every listing row, when
+    the caller has just read them (the listing is then not read again).
     """
     if statuses is not None:
         unknown = sorted(set(statuses) - set(STATUSES))
@@ -158,13 +160,17 @@ def list_instances(
         raise ValueError(f"limit must be 0 (no limit) or more, got {limit}")
     if offset < 0:
         raise ValueError(f"offset must be 0 or more, got {offset}")
-    engine.listing.catch_up()
+    if rows is None:
+        engine.listing.catch_up()
+        rows = engine.listing.rows(in_flight=in_flight is True, roots=roots)
     wanted = None if statuses is None else frozenset(statuses)
     lowered = None if prefix is None else prefix.strip().lower()
     rows = [
         row
-        for row in engine.listing.rows(in_flight=in_flight is True, roots=roots)
-        if (wanted is None or row.status in wanted)
+        for row in rows
+        if (not roots or row.parent is None)
+        and (in_flight is not True or row.in_flight)
+        and (wanted is None or row.status in wanted)
         and (chart is None or row.name == chart)
         and (owner is None or row.owner == owner)
         and (lowered is None or str(row.id).startswith(lowered))

@@ -107,8 +107,9 @@ async def _listing(console: Console, request: Request) -> tuple[Page, list[str],
     filters = _filters(request)
 
     def read(engine: Engine) -> tuple[Page, list[str], list[str]]:
-        page = list_instances(engine, **filters)
-        rows = engine.listing.rows()
+        engine.listing.catch_up()
+        rows = engine.listing.rows()  # read once: the page and the filters' choices
+        page = list_instances(engine, **filters, rows=rows)
         names = sorted({row.name for row in rows} | set(engine.charts))
         owners = sorted({row.owner for row in rows})
         return page, names, owners

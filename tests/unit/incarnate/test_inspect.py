@@ -111,6 +111,28 @@ def test_trees_events_and_state_counts(engine: Engine) -> None:
     assert counts["gathering"] == 2 and counts["reviewing"] == 0
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {},
+        {"in_flight": True},
+        {"in_flight": False},
+        {"roots": True},
+        {"roots": True, "in_flight": True},
+        {"statuses": ["failed"], "limit": 1},
+        {"chart": "kid", "offset": 1},
+    ],
+)
+def test_a_page_from_rows_already_read_is_the_page_the_listing_gives(
+    engine: Engine, filters: dict[str, object]
+) -> None:
+    """Given every row (the console reads them once for its filters too), a page filters them the same."""
+    _fill(engine)
+    engine.listing.catch_up()
+    rows = engine.listing.rows()
+    assert list_instances(engine, rows=rows, **filters) == list_instances(engine, **filters)  # type: ignore[arg-type]
+
+
 def test_a_tree_is_read_from_its_members_histories_not_the_whole_listing(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
