@@ -68,8 +68,14 @@ PAST_LIFE_FIRST_BATCH = 10
 PAST_LIFE_BATCH = 100
 """Trees a restarted worker takes back per claim after the first."""
 
-PLACEMENT_GRACE = 2.0
-"""Seconds a new root placed on another worker may stay unowned before it is placed again."""
+PLACEMENT_GRACE = 0.5
+"""Seconds a new root placed on another worker may stay unowned before it is placed again.
+
+Workers wake within milliseconds of a commit (PostgreSQL's ``NOTIFY``,
+SQLite's ``data_version``), so they see a burst of new roots in batches
+cut at different places and may disagree on a root's place; the grace
+bounds what such a disagreement costs.
+"""
 PLACEMENT_ROUNDS = 2
 """Grace periods after which a new root still unowned is taken by whoever sees it first."""
 
@@ -459,7 +465,9 @@ class Worker:
         # The batch's own roots are left out of the counts: workers that read the listing at other
         # moments see them owned by whoever took them already, and would place them differently.
         batch = set(roots)
-        counts = placement.load((row for row in listing.rows(in_flight=True) if row.id not in batch), among)
+        # Placement counts in-flight roots: the children (a fan-out's many) are not read.
+        roots_now = listing.rows(in_flight=True, roots=True)
+        counts = placement.load((row for row in roots_now if row.id not in batch), among)
         placed = placement.place(roots, among, counts)
         now = time.monotonic()
         mine = []
@@ -522,7 +530,7 @@ class Worker:
         if not self._elsewhere:
             return
         now = time.monotonic()
-        grace = max(PLACEMENT_GRACE, 4 * self.poll_interval)
+        grace = PLACEMENT_GRACE
         due = [(root, rounds) for root, (since, rounds) in self._elsewhere.items() if now - since >= grace]
         unowned: dict[int, list[UUID]] = {}
         for root, rounds in due:
