@@ -508,6 +508,29 @@ class StoreContract:
         (lease,) = coordination.leases()
         assert (lease.holder, lease.outcome, lease.message) == ("manager-a", "failed", "parked")
 
+    def test_release_many_ends_the_holders_leases_together(
+        self, open_coordination: Callable[[], Coordination]
+    ) -> None:
+        """``release_many`` releases the leases the holder still holds, with one outcome; a count of them."""
+        coordination = open_coordination()
+        mine, released, theirs, never = (uuid.uuid4() for _ in range(4))
+        assert coordination.claim([mine, released], "manager-a", 30.0, 10) == [mine, released]
+        assert coordination.claim([theirs], "manager-b", 30.0, 10) == [theirs]
+        assert coordination.release(released, "manager-a", outcome="failed", message="parked") is True
+        assert coordination.release_many([], "manager-a", outcome="succeeded") == 0
+        count = coordination.release_many(
+            [mine, released, theirs, never], "manager-a", outcome="transient", message="conflict"
+        )
+        assert count == 1
+        leases = {lease.root: (lease.holder, lease.outcome, lease.message) for lease in coordination.leases()}
+        assert leases == {
+            mine: ("manager-a", "transient", "conflict"),
+            released: ("manager-a", "failed", "parked"),
+            theirs: ("manager-b", "", ""),
+        }
+        with pytest.raises(ValueError, match="succeeded, transient, failed, orphan, error"):
+            coordination.release_many([theirs], "manager-b", outcome="")
+
     def test_release_refuses_an_unknown_outcome(self, open_coordination: Callable[[], Coordination]) -> None:
         """An outcome outside succeeded/transient/failed/orphan/error is a ValueError naming them."""
         coordination = open_coordination()

@@ -321,6 +321,11 @@ class MemoryCoordination:
                 won.append(root)
         return won
 
+    def release_many(self, roots: Sequence[UUID], holder: str, *, outcome: str, message: str = "") -> int:
+        """:meth:`release` of each root in turn (a memory store has no transaction to share)."""
+        check_outcome(outcome)
+        return sum(self.release(root, holder, outcome=outcome, message=message) for root in roots)
+
     def release(self, root: UUID, holder: str, *, outcome: str, message: str = "") -> bool:
         """End ``holder``'s lease on ``root``."""
         check_outcome(outcome)

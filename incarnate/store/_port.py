@@ -167,6 +167,14 @@ class Coordination(Protocol):
         """End ``holder``'s lease on ``root`` recording ``outcome``; False when it no longer held it."""
         ...
 
+    def release_many(self, roots: Sequence[UUID], holder: str, *, outcome: str, message: str = "") -> int:
+        """:meth:`release` of every root of ``roots`` with one outcome, in one transaction; how many it held.
+
+        An adapter of an older port may lack it: the engine then releases
+        the roots one by one.
+        """
+        ...
+
     def leases(self) -> list[Lease]:
         """Every lease row, held or released."""
         ...

@@ -747,6 +747,13 @@ class PostgresCoordination(_Postgres, SQLCoordination):
         with self._beats.lock, self._errors("retire a heartbeat"):
             self._beats.get().execute(statement, (engine_id,))
 
+    def release_rows(self, connection: Connection, statement: str, rows: Sequence[Parameters]) -> int:
+        """One transaction, the rows sent in one pipeline (``executemany``)."""
+        assert isinstance(connection, psycopg.Connection)
+        with connection.transaction(), connection.cursor() as cursor:
+            cursor.executemany(statement, rows)
+            return cursor.rowcount
+
     def claim(self, roots: Sequence[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
         """Lease up to ``limit`` free roots to ``holder`` in one transaction.
 

@@ -455,6 +455,22 @@ class SQLCoordination(Dialect):
         with self.query("release a recovery lease") as connection:
             return connection.execute(self._release, parameters).rowcount == 1
 
+    def release_many(self, roots: Sequence[UUID], holder: str, *, outcome: str, message: str = "") -> int:
+        """End ``holder``'s leases on ``roots`` in one transaction (:meth:`release_rows`)."""
+        check_outcome(outcome)
+        if not roots:
+            return 0
+        rows = [
+            {"outcome": outcome, "message": message, "root": self.encode_id(root), "holder": holder}
+            for root in roots
+        ]
+        with self.query("release recovery leases") as connection:
+            return self.release_rows(connection, self._release, rows)
+
+    @abc.abstractmethod
+    def release_rows(self, connection: Connection, statement: str, rows: Sequence[Parameters]) -> int:
+        """Run the release ``statement`` once per row in one transaction; the rows it changed."""
+
     def leases(self) -> list[Lease]:
         """Every lease row."""
         with self.query("read recovery leases") as connection:

@@ -369,6 +369,12 @@ class SQLiteCoordination(_SQLite, SQLCoordination):
         with self.query("retire a heartbeat") as connection:
             connection.execute(self._retire, {"engine_id": engine_id, **self.clock_parameters()})
 
+    def release_rows(self, connection: Connection, statement: str, rows: Sequence[Parameters]) -> int:
+        """One immediate transaction."""
+        assert isinstance(connection, sqlite3.Connection)
+        with _immediate(connection):
+            return sum(connection.execute(statement, row).rowcount for row in rows)
+
     def claim(self, roots: Sequence[UUID], holder: str, lease: float, limit: int) -> list[UUID]:
         """Lease up to ``limit`` free roots to ``holder`` in one immediate transaction."""
         won: list[UUID] = []

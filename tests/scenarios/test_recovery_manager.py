@@ -466,7 +466,9 @@ def _counting_listing_reads(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> 
     return reads
 
 
-def test_the_default_handler_takes_a_batch_over_in_shares(engines: Callable[[str], Engine]) -> None:
+def test_the_default_handler_takes_a_batch_over_in_shares(
+    engines: Callable[[str], Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without a handler of the caller's, each thread's share of a batch is claimed in one save.
 
     Every tree still moves as a unit (root and child) and every root's
@@ -475,9 +477,19 @@ def test_the_default_handler_takes_a_batch_over_in_shares(engines: Callable[[str
     roots = dead_roots(engines, 5, chart="parent") + dead_roots(engines, 4)
     engine = engines("replica-1")
     saves = _counting_claim_saves(engine)
+    coordination = engine.parts.coordination
+    released: list[int] = []
+    release_many = coordination.release_many
+
+    def counted_release(roots: list[UUID], holder: str, **outcome: str) -> int:
+        released.append(len(roots))
+        return release_many(roots, holder, **outcome)
+
+    monkeypatch.setattr(coordination, "release_many", counted_release)
     report = RecoveryManager(engine, settings(worker_count=2, batch_size=9)).sweep()
     assert (report.claimed, report.dispatched, report.succeeded, report.failed) == (9, 9, 9, 0)
     assert sorted(saves) == [4, 10], "two shares (5 trees of 2, 4 of 1), each claimed in one save"
+    assert sorted(released) == [4, 5], "each share's leases released in one statement"
     assert all(engine.owns(root) for root in roots)
     assert all(engine.owns(kid.id) for root in roots[:5] for kid in engine.children(root))
     assert {lease.outcome for lease in leases(engine).values()} == {"succeeded"}
