@@ -33,6 +33,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Self
@@ -76,6 +77,9 @@ SQLite's ``data_version``), so they see a burst of new roots in batches
 cut at different places and may disagree on a root's place; the grace
 bounds what such a disagreement costs.
 """
+COUNTS_FRESH = 1.0
+"""Seconds a worker places new roots by the counts it last read, plus its own placements since."""
+
 PLACEMENT_ROUNDS = 2
 """Grace periods after which a new root still unowned is taken by whoever sees it first."""
 
@@ -155,6 +159,9 @@ class Worker:
         self._past_life: list[UUID] | None = None
         """The roots a past life of this engine id left, to take back (None: not looked for yet)."""
         self._elsewhere: dict[UUID, tuple[float, int]] = {}
+        self._counts: Counter[str] | None = None
+        """The in-flight roots per member, as of :attr:`_counts_at`, plus the roots placed since."""
+        self._counts_at = 0.0
         """New roots placed on another worker: when, and after how many grace periods (follower only)."""
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -447,6 +454,31 @@ class Worker:
             self._take_over(root)
         return len(woken) + len(roots)
 
+    def _placement_counts(self, among: list[str], batch: set[UUID], *, fresh: bool = False) -> Counter[str]:
+        """The in-flight roots each member holds: read from the listing at most every :data:`COUNTS_FRESH` s.
+
+        Workers wake at once, so new roots come a few at a time; reading every
+        in-flight root for each of them would cost what the fleet holds, many
+        times a second. In between, the roots this worker placed count for
+        the member it placed them on. The batch's own roots are left out of a
+        fresh count: workers that read the listing at other moments see them
+        owned by whoever took them already, and would place them differently.
+        ``fresh`` reads the listing whatever the age of the counts (a root
+        placed again after a grace period: every worker sees the same owners).
+        """
+        now = time.monotonic()
+        counts = self._counts
+        if fresh or counts is None or now - self._counts_at >= COUNTS_FRESH or set(counts) != set(among):
+            listing = self.engine.listing
+            listing.catch_up()
+            # In-flight roots only: the children (a fan-out's many) are not read.
+            rows = listing.rows(in_flight=True, roots=True)
+            counts = placement.load((row for row in rows if row.id not in batch), among)
+            for member in among:
+                counts.setdefault(member, 0)
+            self._counts, self._counts_at = counts, now
+        return counts
+
     def _mine(self, roots: list[UUID], rounds: int = 0) -> list[UUID]:
         """The new roots placed on this worker (see ``incarnate._placement``); the others wait a while.
 
@@ -460,15 +492,10 @@ class Worker:
         among = placement.members(coordination.heartbeats(group), group, coordination.now(), engine.engine_id)
         if len(among) == 1:
             return roots
-        listing = engine.listing
-        listing.catch_up()
-        # The batch's own roots are left out of the counts: workers that read the listing at other
-        # moments see them owned by whoever took them already, and would place them differently.
-        batch = set(roots)
-        # Placement counts in-flight roots: the children (a fan-out's many) are not read.
-        roots_now = listing.rows(in_flight=True, roots=True)
-        counts = placement.load((row for row in roots_now if row.id not in batch), among)
+        counts = self._placement_counts(among, set(roots), fresh=rounds > 0)
         placed = placement.place(roots, among, counts)
+        for root in roots:  # counted until the next read of the listing, as if already taken
+            counts[placed[root]] += 1
         now = time.monotonic()
         mine = []
         for root in roots:

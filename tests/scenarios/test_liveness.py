@@ -303,3 +303,32 @@ def test_a_unit_whose_instance_was_dropped_meanwhile_is_fenced_at_its_commit(tmp
         with pytest.raises(Fenced):
             engine.parts.commits.commit(uow)
         assert engine.instance(gate).version == version
+
+
+def test_placing_new_roots_a_few_at_a_time_reads_the_listing_now_and_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that wakes for every new root reads the in-flight roots at most once a second to place
+    them, counting its own placements in between; a root placed again reads them afresh."""
+    path = str(tmp_path / "place.db")
+    engine = Engine([GATE], storage=Storage.sqlite(path), runner=ThreadedRunner(workers=1), engine_id="w1")
+    try:
+        worker = Worker(engine, lease=10.0, recovery=None)
+        engine.parts.coordination.beat("w2", "default", 60.0)  # a second live member of the group
+        reads: list[dict[str, bool]] = []
+        rows = engine.listing.rows
+
+        def counted(**options: bool) -> object:
+            reads.append(options)
+            return rows(**options)
+
+        monkeypatch.setattr(engine.listing, "rows", counted)
+        with Engine([GATE], storage=Storage.sqlite(path), engine_id="client") as client:
+            roots: list[UUID] = [client.start("gate").id for _ in range(6)]
+        mine = [root for root in roots if worker._mine([root])]
+        assert reads == [{"in_flight": True, "roots": True}], "one read for six roots placed one by one"
+        assert 2 <= len(mine) <= 4, "the roots it placed counted: about half are its own"
+        worker._mine(roots[:1], rounds=1)
+        assert len(reads) == 2, "a root placed again reads the listing afresh"
+    finally:
+        engine.close()
