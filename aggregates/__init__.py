@@ -18,6 +18,7 @@ from aggregates._codec import (
     resolve_stored_topic,
     stored_json,
     stored_topic,
+    uuid_of,
 )
 from aggregates._identity import NAMESPACE, AncestryFrame, BirthFacts, InstanceKind, Provenance, Ref
 from aggregates._instance import Instance
@@ -71,4 +72,5 @@ __all__ = [
     "resolve_stored_topic",
     "stored_json",
     "stored_topic",
+    "uuid_of",
 ]

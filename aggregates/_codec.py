@@ -34,12 +34,41 @@ from aggregates.errors import DecodeError
 from statechart.codec import make_converter, plain_json
 from statechart.effects import Effect
 
+_UUIDS: dict[str, UUID] = {}
+"""UUIDs read lately, by their text: a tree's ids recur in every event and row of it."""
+
+_UUIDS_KEPT = 65_536
+"""How many :data:`_UUIDS` holds before it starts again (a bound on memory, not a cache policy)."""
+
+
+def uuid_of(text: str) -> UUID:
+    """``UUID(text)``, remembered: the same text read again costs a dictionary lookup, not a parse.
+
+    A recovery reads each id of a tree a dozen times or more (every event and
+    listing row names its instance, its root and its parent); parsing one
+    costs about as much as forty lookups. ``ValueError`` for text that is not a UUID.
+    """
+    found = _UUIDS.get(text)
+    if found is None:
+        found = UUID(text)
+        if len(_UUIDS) >= _UUIDS_KEPT:
+            _UUIDS.clear()
+        _UUIDS[text] = found
+    return found
+
+
+def _structure_uuid(value: Any, _: object) -> UUID:
+    """A UUID from its text; a UUID object (an event's id as the store read it) is taken as it is."""
+    if type(value) is UUID:
+        return value
+    return uuid_of(value) if type(value) is str else UUID(value)
+
 
 def make_event_converter() -> cattrs.Converter:
     """The statechart converter extended for stored events (UUIDs, datetimes, effects)."""
     converter = make_converter()
     converter.register_unstructure_hook(UUID, str)
-    converter.register_structure_hook(UUID, lambda value, _: UUID(value))
+    converter.register_structure_hook(UUID, _structure_uuid)
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
     configure_tagged_union(Effect, converter, tag_name="effect")
@@ -222,7 +251,14 @@ def encode_event(event: object) -> dict[str, Any]:
 
 def decode_event(data: dict[str, Any], cls: type[Any]) -> Any:
     """An event object of class ``cls`` from :func:`encode_event` data."""
-    return CONVERTER.structure(data, cls)
+    structure = _DECODINGS.get(cls)
+    if structure is None:
+        structure = _DECODINGS[cls] = CONVERTER.get_structure_hook(cls)
+    return structure(data, cls)
+
+
+_DECODINGS: dict[type[Any], Callable[[Any, type[Any]], Any]] = {}
+"""The converter's structure hook of each event class, looked up once."""
 
 
 def class_version(cls: type[Any]) -> int:
@@ -326,7 +362,8 @@ class CattrsMapper(Mapper[UUID]):
             if self.compressor:
                 state = self.compressor.decompress(state)
             data = read_stored_json(state)
-            data["originator_id"] = str(stored_event.originator_id)
+            originator_id = stored_event.originator_id
+            data["originator_id"] = originator_id if type(originator_id) is UUID else str(originator_id)
             data["originator_version"] = stored_event.originator_version
             if stored != 1 or class_version(cls) != 1:
                 upcast(cls, stored, data)

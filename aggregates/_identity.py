@@ -8,6 +8,7 @@ it is enacted.
 from __future__ import annotations
 
 import enum
+import functools
 from uuid import UUID, uuid5
 
 import attrs
@@ -17,6 +18,13 @@ from statechart.event import InvokeId
 
 NAMESPACE = UUID("6f1c1d1e-6d0b-5b8e-9a57-1c5a0e3c2f10")
 """The uuid5 namespace of child instance ids."""
+
+
+@functools.lru_cache(maxsize=16_384)
+def _child_id(parent: UUID, site: str, key: str, generation: int) -> UUID:
+    """``uuid5`` of a Ref's parts, remembered for the refs met lately (a recovery derives each about
+    four times: to read, walk, re-attach and arm the child)."""
+    return uuid5(NAMESPACE, f"{parent}/{site}/{key}/{generation}")
 
 
 @attrs.frozen
@@ -31,7 +39,7 @@ class Ref:
     @property
     def child_id(self) -> UUID:
         """The child's instance id, derived deterministically from the Ref."""
-        return uuid5(NAMESPACE, f"{self.parent}/{self.site}/{self.key}/{self.generation}")
+        return _child_id(self.parent, self.site, self.key, self.generation)
 
     @property
     def invoke_id(self) -> InvokeId:

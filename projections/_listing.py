@@ -25,7 +25,7 @@ from uuid import UUID
 import attrs
 import msgspec
 
-from aggregates import Instance, InstanceKind, InstanceStatus, stored_topic
+from aggregates import Instance, InstanceKind, InstanceStatus, stored_topic, uuid_of
 from aggregates.errors import DecodeError
 
 
@@ -58,6 +58,7 @@ ORPHAN = "orphan"
 
 _STATUSES = frozenset(status.value for status in InstanceStatus) | {ORPHAN}
 _KINDS = frozenset(kind.value for kind in InstanceKind)
+_FINISHED = frozenset(status.value for status in InstanceStatus if status.finished) | {ORPHAN}
 
 
 @attrs.frozen
@@ -94,7 +95,7 @@ class ListingRow:
     @property
     def finished(self) -> bool:
         """Whether the instance ended for good (done, failed, cancelled or orphaned)."""
-        return self.status == ORPHAN or self.instance_status.finished
+        return self.status in _FINISHED
 
     @property
     def in_flight(self) -> bool:
@@ -148,13 +149,33 @@ def apply_notification(
     row = rows.get(originator_id)
     if topic == STARTED:
         if row is None:
-            rows[originator_id] = attrs.evolve(_started(topic, originator_id, version, state), changed_at=at)
+            rows[originator_id] = _started(topic, originator_id, version, state, at)
         return
     if row is None or version <= row.version:
         return
     change = _CHANGES.get(topic)
-    changed = attrs.evolve(row, version=version) if change is None else change(row, version, state, topic)
-    rows[originator_id] = attrs.evolve(changed, changed_at=at)
+    if change is None:
+        rows[originator_id] = _changed(row, version=version, changed_at=at)
+    else:
+        rows[originator_id] = change(row, version, state, topic, at)
+
+
+_FIELDS = tuple(field.name for field in attrs.fields(ListingRow))
+_new_row = object.__new__
+_set = object.__setattr__
+
+
+def _changed(row: ListingRow, **changes: Any) -> ListingRow:
+    """``attrs.evolve(row, **changes)`` without re-running the validators of the fields it keeps.
+
+    The fold makes one per folded event; the values it changes are the
+    module's own (a status of :class:`InstanceStatus`, a version, a time)
+    or an owner it checked, so only those are set.
+    """
+    new = _new_row(ListingRow)
+    for name in _FIELDS:
+        _set(new, name, changes[name] if name in changes else getattr(row, name))
+    return new
 
 
 _TIMESTAMP_PREFIX = b'{"timestamp":"'
@@ -232,68 +253,72 @@ def apply_undecodable(
             )
         return
     if version > row.version:
-        rows[originator_id] = attrs.evolve(row, version=version, changed_at=at)
+        rows[originator_id] = _changed(row, version=version, changed_at=at)
 
 
-def _started(topic: str, originator_id: UUID, version: int, state: Mapping[str, Any]) -> ListingRow:
+def _started(
+    topic: str, originator_id: UUID, version: int, state: Mapping[str, Any], at: float
+) -> ListingRow:
     try:
         parent = state["parent"]
         return ListingRow(
             id=originator_id,
-            root=UUID(state["root"]),
-            parent=None if parent is None else UUID(parent["parent"]),
+            root=uuid_of(state["root"]),
+            parent=None if parent is None else uuid_of(parent["parent"]),
             kind=state["kind"],
             name=state["name"],
             status=InstanceStatus.BORN.value,
             owner=state["owner"],
             version=version,
+            changed_at=at,
         )
     except (KeyError, TypeError, ValueError) as error:
         raise DecodeError(topic, originator_id, version, f"{type(error).__name__}: {error}") from error
 
 
-_Change = Callable[[ListingRow, int, Mapping[str, Any], str], ListingRow]
+_Change = Callable[[ListingRow, int, Mapping[str, Any], str, float], ListingRow]
+"""A row's change by one event: ``(row, version, state, topic, at)`` to the new row."""
 
 
-def _stepped(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+def _stepped(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
     status = InstanceStatus.RUNNING.value if row.status == InstanceStatus.BORN.value else row.status
-    return attrs.evolve(row, version=version, status=status, has_snapshot=True)
+    return _changed(row, version=version, status=status, has_snapshot=True, changed_at=at)
 
 
-def _migrated(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
-    return attrs.evolve(row, version=version, has_snapshot=True)
+def _migrated(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
+    return _changed(row, version=version, has_snapshot=True, changed_at=at)
 
 
 def _ended(status: InstanceStatus) -> _Change:
-    def change(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
-        return attrs.evolve(row, version=version, status=status.value)
+    def change(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
+        return _changed(row, version=version, status=status.value, changed_at=at)
 
     return change
 
 
-def _incident(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+def _incident(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
     try:
         parked = state["incident"]["parked"]
     except (KeyError, TypeError) as error:
         raise DecodeError(topic, row.id, version, f"{type(error).__name__}: {error}") from error
     status = InstanceStatus.PARKED.value if parked else row.status
-    return attrs.evolve(row, version=version, status=status)
+    return _changed(row, version=version, status=status, changed_at=at)
 
 
-def _claimed(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+def _claimed(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
     owner = state.get("owner")
     if not isinstance(owner, str):
         raise DecodeError(topic, row.id, version, f"expected a string owner, got {owner!r}")
-    return attrs.evolve(row, version=version, owner=owner)
+    return _changed(row, version=version, owner=owner, changed_at=at)
 
 
-def _orphaned(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
-    return attrs.evolve(row, version=version, status=ORPHAN)
+def _orphaned(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
+    return _changed(row, version=version, status=ORPHAN, changed_at=at)
 
 
-def _resolved(row: ListingRow, version: int, state: Mapping[str, Any], topic: str) -> ListingRow:
+def _resolved(row: ListingRow, version: int, state: Mapping[str, Any], topic: str, at: float) -> ListingRow:
     status = InstanceStatus.RUNNING if row.has_snapshot else InstanceStatus.BORN
-    return attrs.evolve(row, version=version, status=status.value)
+    return _changed(row, version=version, status=status.value, changed_at=at)
 
 
 _CHANGES: dict[str, _Change] = {

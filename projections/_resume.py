@@ -58,6 +58,9 @@ from statechart.errors import CodecError
 from statechart.event import InvokeId
 from statechart.snapshot import Snapshot, check_snapshot
 
+_NIL = UUID(int=0)
+"""The id a fold holds before it meets its first event."""
+
 _LIVE = ("running", "retrying")
 
 
@@ -103,7 +106,7 @@ class _Fold:
     """
 
     def __init__(self) -> None:
-        self.instance_id = UUID(int=0)
+        self.instance_id = _NIL
         self.version = 0
         self.status = InstanceStatus.BORN
         self.kind = InstanceKind.CHART

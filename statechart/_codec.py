@@ -22,6 +22,7 @@ import enum
 import json
 import math
 import operator
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar, Union, get_args, get_origin
@@ -169,6 +170,8 @@ def _structure_bool(value: object, _typ: Any) -> bool:
 
 
 def _structure_int(value: object, typ: Any) -> Any:
+    if typ is int and type(value) is int:
+        return value
     if typ is bool or (isinstance(typ, type) and issubclass(typ, bool)):
         return _structure_bool(value, typ)
     if not isinstance(value, int) or isinstance(value, bool):
@@ -214,10 +217,78 @@ def _strict_collection(annotation: Any, converter: cattrs.Converter) -> Callable
     origin = _collection_origin(annotation)
     expected = f"a list (for a {origin.__name__ if origin else 'collection'} field)"
 
+    args = get_args(annotation)
+    if get_origin(annotation) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _homogeneous_tuple(args[0], converter, base, expected)
+
     def structure(value: Any, typ: Any) -> Any:
         if isinstance(value, _NOT_COLLECTIONS):
             raise _refuse(value, expected)
         return base(value, typ)
+
+    return structure
+
+
+def _homogeneous_tuple(
+    item: Any, converter: cattrs.Converter, base: Callable[[Any, Any], Any], expected: str
+) -> Callable[[Any, Any], Any]:
+    """``tuple[item, ...]`` from a list: each item through its hook in one pass; cattrs' own hook
+    (``base``) only for anything else, or when an item fails, to say which one and why."""
+    found: list[Callable[[Any, Any], Any]] = []
+
+    def structure(value: Any, typ: Any) -> Any:
+        if type(value) is list:
+            if item is str:
+                if all(type(one) is str for one in value):
+                    return tuple(value)
+            else:
+                if not found:
+                    found.append(converter.get_structure_hook(item))
+                hook = found[0]
+                try:
+                    return tuple([hook(one, item) for one in value])
+                except Exception:  # noqa: BLE001 - the base hook reports it, with the item's index
+                    pass
+        if isinstance(value, _NOT_COLLECTIONS):
+            raise _refuse(value, expected)
+        return base(value, typ)
+
+    return structure
+
+
+def _is_optional(annotation: object) -> bool:
+    """``X | None`` (or ``Optional[X]``) of one type ``X``."""
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return False
+    args = get_args(annotation)
+    return len(args) == 2 and type(None) in args
+
+
+def _structure_optional(annotation: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """None, or ``X``'s own hook (looked up at its first use, so a type may hold itself): cattrs'
+    generic optional hook looks the inner hook up again for every value."""
+    inner = next(arg for arg in get_args(annotation) if arg is not type(None))
+    found: list[Callable[[Any, Any], Any]] = []
+
+    def structure(value: Any, _typ: Any) -> Any:
+        if value is None:
+            return None
+        if not found:
+            found.append(converter.get_structure_hook(inner))
+        return found[0](value, inner)
+
+    return structure
+
+
+def _structure_enum(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
+    """A plain enum's member from its stored value: a lookup, the enum's own call only for a miss."""
+    members = cls._value2member_map_
+
+    def structure(value: Any, _typ: Any) -> Any:
+        try:
+            return members[value]
+        except (KeyError, TypeError):  # not a value (or unhashable): the enum finds it or says why
+            return cls(value)
 
     return structure
 
@@ -234,12 +305,14 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(int, _structure_int)
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook_factory(_is_optional, _structure_optional)
     converter.register_structure_hook_factory(_is_collection, _strict_collection)
     converter.register_structure_hook_func(is_json_type, _json_hook)
     converter.register_unstructure_hook_func(is_json_type, _json_unstructure)
     converter.register_unstructure_hook(float, finite_float)
     # An enum is stored as its value, read straight from the member (no property, no Python frame).
     converter.register_unstructure_hook_factory(_is_plain_enum, lambda _cls: operator.attrgetter("_value_"))
+    converter.register_structure_hook_factory(_is_plain_enum, _structure_enum)
     # Stored only when set (an autoforwarded copy, an event of a cancelled invocation, an event
     # that came over HTTP), so that every other event is stored exactly as before the fields existed.
     converter.register_unstructure_hook_factory(

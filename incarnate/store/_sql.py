@@ -20,6 +20,7 @@ from uuid import UUID
 
 import attrs
 
+from aggregates import uuid_of
 from incarnate.errors import StorageError, UnreadableRow
 from incarnate.store._port import Change, Heartbeat, Lease, Load
 from projections import ListingRow
@@ -155,7 +156,7 @@ def read_row(values: Sequence[Any]) -> ListingRow:
 
 
 def _uuid(value: object) -> UUID:
-    return value if isinstance(value, UUID) else UUID(str(value))
+    return value if isinstance(value, UUID) else uuid_of(str(value))
 
 
 def sql_filter(*, in_flight: bool, roots: bool) -> str:

@@ -22,6 +22,7 @@ from uuid import UUID
 import attrs
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 
+from aggregates import uuid_of
 from incarnate._limits import MAX_PAYLOAD_VARIABLE
 from incarnate._storage import DEFAULT_SQLITE_PATH, Storage, accepted_forms, optional_setting
 from incarnate.errors import ConfigurationError, StorageError
@@ -198,7 +199,7 @@ class SQLiteStore:
             with datastore.transaction(commit=False) as cursor:
                 cursor.execute(statement, chunk)
                 for row in cursor.fetchall():
-                    originator = UUID(row["originator_id"])
+                    originator = uuid_of(row["originator_id"])
                     found.setdefault(originator, []).append(
                         StoredEvent(originator, row["originator_version"], row["topic"], row["state"])
                     )
