@@ -119,7 +119,7 @@ class _Fold:
         # the macrostep whose commit records the fact (none after a migration; unknown, None,
         # after an eventsourcing snapshot, which may be taken in the middle of a commit).
         self.type_name = Instance.__name__
-        self.root = UUID(int=0)
+        self.root = _NIL
         self.ancestry: tuple[AncestryFrame, ...] = ()
         self.births: dict[tuple[type, InvokeId], BirthChild | ResumeChild] | None = None
         self.states: dict[tuple[str, str], str] = {}

@@ -154,8 +154,16 @@ class SQLiteStore:
         """Nothing to reach: opening the file reports its own errors."""
 
     def recorder(self, construct: Callable[[], ApplicationRecorder]) -> ApplicationRecorder:
-        """The library's recorder over the file."""
-        return construct()
+        """The library's recorder over the file, reading ids back through :func:`~aggregates.uuid_of`.
+
+        The library parses the id of every record and notification it reads
+        with ``UUID(text)``; a tree's ids recur in every one of them.
+        """
+        recorder = construct()
+        uuids = getattr(getattr(recorder, "datastore", None), "originator_id_type", None) == "uuid"
+        if uuids and hasattr(recorder, "convert_originator_id"):
+            recorder.convert_originator_id = uuid_of
+        return recorder
 
     def connect(self) -> sqlite3.Connection:
         """A connection of our own to the file, in autocommit mode (transactions are begun explicitly)."""
