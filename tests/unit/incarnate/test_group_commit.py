@@ -215,3 +215,43 @@ def test_an_interrupt_in_the_joint_transaction_reaches_every_thread_of_it() -> N
 def test_bad_settings_are_refused_by_name(option: str, value: Any, says: str) -> None:
     with pytest.raises(ConfigurationError, match=says):
         GroupCommit(Store().write, **{option: value})
+
+
+def test_many_threads_saving_over_and_over_each_store_every_unit_once() -> None:
+    """Leads handed on and units written by others, thousands of times: nothing lost, doubled or hung."""
+    threads_count, rounds = 8, 150
+    written: list[UUID] = []
+    lock = threading.Lock()
+    shared = [cast(Instance, SimpleNamespace(id=uuid4())) for _ in range(3)]
+
+    def write(instances: Sequence[Instance]) -> None:
+        if len(instances) > 2 and len(written) % 7 == 0:
+            raise ValueError("a joint transaction refused: each unit again alone")
+        time.sleep(0.0001 if len(instances) % 2 else 0)
+        with lock:
+            written.extend(instance.id for instance in instances)
+
+    committer = GroupCommit(write, max_batch=4)
+    mine: list[list[UUID]] = [[] for _ in range(threads_count)]
+    failed: list[BaseException] = []
+
+    def saver(n: int) -> None:
+        try:
+            for round_ in range(rounds):
+                unit = [shared[round_ % 3]] if (n + round_) % 5 == 0 else units(1)[0]
+                committer.save(unit)
+                mine[n].extend(instance.id for instance in unit)
+        except BaseException as error:  # noqa: BLE001 - reported to the test
+            failed.append(error)
+
+    threads = [threading.Thread(target=saver, args=(n,)) for n in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60.0)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failed == []
+    expected = sorted(str(i) for ids in mine for i in ids)
+    assert sorted(str(i) for i in written) == expected
+    assert committer.units == threads_count * rounds
+    assert not committer.queued()
