@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any, cast
 from uuid import UUID, uuid4
@@ -45,21 +45,29 @@ class Store:
 
 def in_threads(committer: GroupCommit, work: list[list[Instance]]) -> dict[int, BaseException | None]:
     """Save every unit from a thread of its own; each thread's outcome."""
+    return on_threads(len(work), lambda n: committer.save(work[n]))
+
+
+def on_threads(
+    count: int, body: Callable[[int], object], wait: float = WAIT
+) -> dict[int, BaseException | None]:
+    """``body(n)`` on ``count`` threads at once, joined within ``wait`` s; what each raised (or None)."""
     outcomes: dict[int, BaseException | None] = {}
 
-    def save(n: int) -> None:
+    def run(n: int) -> None:
         try:
-            committer.save(work[n])
+            body(n)
         except BaseException as error:  # noqa: BLE001 - reported to the test
             outcomes[n] = error
         else:
             outcomes[n] = None
 
-    threads = [threading.Thread(target=save, args=(n,)) for n in range(len(work))]
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + wait
     for thread in threads:
-        thread.join(WAIT)
+        thread.join(max(0.0, deadline - time.monotonic()))
     assert not any(thread.is_alive() for thread in threads)
     return outcomes
 
@@ -233,24 +241,14 @@ def test_many_threads_saving_over_and_over_each_store_every_unit_once() -> None:
 
     committer = GroupCommit(write, max_batch=4)
     mine: list[list[UUID]] = [[] for _ in range(threads_count)]
-    failed: list[BaseException] = []
 
     def saver(n: int) -> None:
-        try:
-            for round_ in range(rounds):
-                unit = [shared[round_ % 3]] if (n + round_) % 5 == 0 else units(1)[0]
-                committer.save(unit)
-                mine[n].extend(instance.id for instance in unit)
-        except BaseException as error:  # noqa: BLE001 - reported to the test
-            failed.append(error)
+        for round_ in range(rounds):
+            unit = [shared[round_ % 3]] if (n + round_) % 5 == 0 else units(1)[0]
+            committer.save(unit)
+            mine[n].extend(instance.id for instance in unit)
 
-    threads = [threading.Thread(target=saver, args=(n,)) for n in range(threads_count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60.0)
-    assert not any(thread.is_alive() for thread in threads)
-    assert failed == []
+    assert on_threads(threads_count, saver, 60.0) == dict.fromkeys(range(threads_count))
     expected = sorted(str(i) for ids in mine for i in ids)
     assert sorted(str(i) for i in written) == expected
     assert committer.units == threads_count * rounds
