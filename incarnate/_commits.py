@@ -18,7 +18,6 @@ never costs the others their work.
 
 from __future__ import annotations
 
-import _thread
 import math
 import threading
 import time
@@ -47,7 +46,7 @@ class _Unit:
         self.ids = frozenset(instance.id for instance in instances)
         self.done = False
         self.error: BaseException | None = None
-        self.wake: _thread.LockType | None = None
+        self.wake: threading.Lock | None = None
         """Released when the unit is written, or when its thread is to lead the next transaction.
 
         Made held (under the queue's lock) only for a unit whose thread follows
