@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -95,6 +96,16 @@ def _detach_cancelled(inbox: tuple[Message, ...], settled: Iterable[Settled]) ->
         attrs.evolve(m, detached=True) if m.event.invoke_id in cancelled and not m.detached else m
         for m in inbox
     )
+
+
+def _check_embedded(instance_id: UUID, command: str, facts: BirthFacts, embedded: bool) -> None:
+    """Only a task child may be embedded in its parent: a chart child steps, and needs a stream."""
+    if embedded and facts.kind is not InstanceKind.TASK:
+        raise InvalidCommand(
+            instance_id,
+            command,
+            f"{facts.ref} is a {facts.kind.value} child: only a task child may be embedded",
+        )
 
 
 class Instance(Aggregate):
@@ -265,9 +276,37 @@ class Instance(Aggregate):
 
         ``traceparent`` is the trace context its spans continue (see ``incarnate._tracing``).
         """
-        instance: Instance = cls._create(
-            cls.Started,
-            id=facts.child_id,
+        event = cls.started_by_birth(
+            facts,
+            fingerprint=fingerprint,
+            owner=owner,
+            timestamp=cls.Started.create_timestamp(),
+            traceparent=traceparent,
+        )
+        instance: Instance = event.mutate(None)
+        instance.pending_events.append(event)
+        return instance
+
+    @classmethod
+    def started_by_birth(
+        cls,
+        facts: BirthFacts,
+        *,
+        fingerprint: str,
+        owner: str,
+        timestamp: datetime,
+        traceparent: str | None = None,
+    ) -> Any:
+        """The ``Started`` event of the child ``facts`` describe, at ``timestamp`` (not applied, not pending).
+
+        :meth:`born` creates a child with it; an embedded task child's is
+        rebuilt from its parent's ``Birth`` (see ``projections.embedded_tasks``).
+        """
+        return cls.Started(  # type: ignore[call-arg]  # the domain's metaclass makes the fields
+            originator_topic=_INSTANCE_TOPIC,
+            originator_id=facts.child_id,
+            originator_version=cls.INITIAL_VERSION,
+            timestamp=timestamp,
             kind=facts.kind,
             name=facts.name,
             fingerprint=fingerprint,
@@ -279,7 +318,6 @@ class Instance(Aggregate):
             ancestry=facts.ancestry,
             traceparent=traceparent,
         )
-        return instance
 
     # ----------------------------------------------------------- guards
 
@@ -444,9 +482,22 @@ class Instance(Aggregate):
     # ------------------------------------------------------ child slots
 
     class Birth(Fact):
-        """A child incarnation was decided by this macrostep; it is retained as an activation."""
+        """A child incarnation was decided by this macrostep; it is retained as an activation.
+
+        Stored format 2 adds ``embedded``: the child is a task with no
+        event stream of its own (this fact is its birth; its outcome will be
+        a message to this instance). Format-1 births were all of children
+        with streams of their own.
+        """
+
+        class_version = 2
 
         facts: BirthFacts
+        embedded: bool = False
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """A format-1 ``Birth`` is a format-2 one of a child with a stream of its own."""
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
@@ -462,11 +513,13 @@ class Instance(Aggregate):
                 facts.provenance,
                 facts.kind,
                 facts.name,
+                (),
+                self.embedded,
             )
             aggregate.record = evolve_record(record, retained=record.retained.put(activation))
 
-    def record_birth(self, facts: BirthFacts) -> None:
-        """Retain a first incarnation of a slot."""
+    def record_birth(self, facts: BirthFacts, *, embedded: bool = False) -> None:
+        """Retain a first incarnation of a slot (``embedded``: a task child with no stream of its own)."""
         self._require_live("record a birth")
         if facts.ref.parent != self.id:
             raise InvalidCommand(self.id, "record a birth", f"Ref {facts.ref} names another parent")
@@ -474,7 +527,8 @@ class Instance(Aggregate):
             raise InvalidCommand(
                 self.id, "record a birth", f"slot {facts.ref.site}[{facts.ref.key}] already has an activation"
             )
-        self.trigger_event(self.Birth, facts=facts)
+        _check_embedded(self.id, "record a birth", facts, embedded)
+        self.trigger_event(self.Birth, facts=facts, embedded=embedded)
 
     class ChildRetry(Fact):
         """The retained incarnation failed; attempt ``attempt`` is due at ``deadline`` (the retry cursor)."""
@@ -509,9 +563,19 @@ class Instance(Aggregate):
         self.trigger_event(self.ChildRetry, ref=ref, attempt=attempt, deadline=deadline, error=error)
 
     class ChildResume(Fact):
-        """A fresh incarnation of a retried slot (new generation and Ref, next attempt)."""
+        """A fresh incarnation of a retried slot (new generation and Ref, next attempt).
+
+        Stored format 2 adds ``embedded``, as for :class:`Birth`.
+        """
+
+        class_version = 2
 
         facts: BirthFacts
+        embedded: bool = False
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """A format-1 ``ChildResume`` is a format-2 one of a child with a stream of its own."""
 
         def apply(self, aggregate: Any) -> None:
             record: InstanceRecord = aggregate.record
@@ -527,11 +591,12 @@ class Instance(Aggregate):
                 attempt=facts.attempt,
                 armed_step=facts.armed_step,
                 provenance=Provenance.RETRY,
+                embedded=self.embedded,
             )
             aggregate.record = evolve_record(record, retained=record.retained.put(fresh))
 
-    def record_resume(self, facts: BirthFacts) -> None:
-        """Replace a retrying activation by its fresh incarnation."""
+    def record_resume(self, facts: BirthFacts, *, embedded: bool = False) -> None:
+        """Replace a retrying activation by its fresh incarnation (``embedded``: see :meth:`record_birth`)."""
         self._require_live("record a child resume")
         previous = facts.previous
         activation = self.record.activation(facts.ref.site, facts.ref.key)
@@ -548,7 +613,8 @@ class Instance(Aggregate):
             raise InvalidCommand(
                 self.id, "record a child resume", "a resume needs the next attempt and a newer generation"
             )
-        self.trigger_event(self.ChildResume, facts=facts)
+        _check_embedded(self.id, "record a child resume", facts, embedded)
+        self.trigger_event(self.ChildResume, facts=facts, embedded=embedded)
 
     class ChildSettled(Fact):
         """A slot no longer needs its activation: output consumed, failed for good, or cancelled."""

@@ -88,6 +88,10 @@ class Activation:
     kind: InstanceKind
     name: str
     journal: tuple[RetryEntry, ...] = ()
+    embedded: bool = False
+    """A task child with no event stream of its own (stored format 2 of ``Birth``): its birth is
+    the parent's ``Birth`` or ``ChildResume``, and its outcome the parent's message (see
+    :func:`projections.embedded_history` for the task as its own instance)."""
 
     @property
     def child_id(self) -> UUID:

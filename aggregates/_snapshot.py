@@ -28,9 +28,20 @@ class InstanceState:
 
 
 class InstanceSnapshot(Snapshot):
-    """A snapshot of an Instance aggregate at one version."""
+    """A snapshot of an Instance aggregate at one version.
+
+    Stored format 2 may hold activations of embedded task children (their
+    ``embedded`` field); a format-1 snapshot holds none, and reads as one
+    whose activations all have streams of their own.
+    """
+
+    class_version = 2
 
     state: InstanceState  # type: ignore[assignment]
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A format-1 snapshot is a format-2 one without embedded activations."""
 
     @classmethod
     def take(cls, aggregate: Any) -> InstanceSnapshot:

@@ -1,5 +1,6 @@
 """Projections of instance events: checkpoints, listings, call trees and timelines."""
 
+from projections._embedded import embedded_history, embedded_tasks
 from projections._history import instance_at, interleave, versions_at
 from projections._listing import ListingRow, apply_notification, in_flight, select_rows
 from projections._resume import Checkpoint, resume_plan
@@ -25,6 +26,8 @@ from projections.errors import (
 
 __all__ = [
     "Checkpoint",
+    "embedded_history",
+    "embedded_tasks",
     "ListingRow",
     "apply_notification",
     "in_flight",

@@ -433,7 +433,19 @@ class _Fold:
         if differences:
             raise self.error(MismatchedActivation, ref.site, ref.key, "; ".join(differences))
 
-    def birth(self, facts: BirthFacts) -> None:
+    def embeds(self, facts: BirthFacts, embedded: bool) -> None:
+        """Only a task child may be embedded in its parent (a chart child steps, and needs a stream)."""
+        if embedded and facts.kind is not InstanceKind.TASK:
+            ref = facts.ref
+            raise self.error(
+                MismatchedActivation,
+                ref.site,
+                ref.key,
+                f"generation {ref.generation} is an embedded {facts.kind.value} child: only a task "
+                "child may be embedded",
+            )
+
+    def birth(self, facts: BirthFacts, embedded: bool) -> None:
         ref = facts.ref
         site, key = ref.site, ref.key
         if self.parts is None:
@@ -457,6 +469,7 @@ class _Fold:
                 f"armed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
             )
         self.witness(facts, BirthChild)
+        self.embeds(facts, embedded)
         self.put_activation(
             Activation(
                 site,
@@ -469,6 +482,8 @@ class _Fold:
                 Provenance.BIRTH,
                 facts.kind,
                 facts.name,
+                (),
+                embedded,
             )
         )
         self.inputs[(site, key)] = facts.input
@@ -502,7 +517,7 @@ class _Fold:
             attrs.evolve(current, state=ActivationState.RETRYING, journal=(*current.journal, entry))
         )
 
-    def resume(self, facts: BirthFacts) -> None:
+    def resume(self, facts: BirthFacts, embedded: bool) -> None:
         ref = facts.ref
         site, key = ref.site, ref.key
         current = self.find(site, key)
@@ -545,6 +560,7 @@ class _Fold:
                 f"resumed at macrostep {facts.armed_step} but recorded after macrostep {self.steps - 1}",
             )
         self.witness(facts, ResumeChild)
+        self.embeds(facts, embedded)
         self.put_activation(
             attrs.evolve(
                 current,
@@ -554,6 +570,7 @@ class _Fold:
                 attempt=facts.attempt,
                 armed_step=facts.armed_step,
                 provenance=Provenance.RETRY,
+                embedded=embedded,
             ),
         )
         self.inputs[(site, key)] = facts.input
@@ -602,11 +619,11 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
         elif name == "Started":
             state.start(event)
         elif name == "Birth":
-            state.birth(event.facts)
+            state.birth(event.facts, event.embedded)
         elif name == "ChildRetry":
             state.retry(event)
         elif name == "ChildResume":
-            state.resume(event.facts)
+            state.resume(event.facts, event.embedded)
         elif name == "ChildSettled":
             state.settle(event)
         elif name == "Migrated":

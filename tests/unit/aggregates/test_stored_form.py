@@ -75,7 +75,7 @@ def test_the_orders_store_every_kind_of_instance_event_the_test_means_to_cover(
     stored: list[StoredEvent],
 ) -> None:
     kinds = {s.topic.rpartition(".")[2] for s in stored}
-    assert {"Started", "Stepped@2", "Birth", "ChildRetry", "Accepted", "Completed"} <= kinds
+    assert {"Started", "Stepped@2", "Birth@2", "ChildRetry", "Accepted", "Completed"} <= kinds
     assert {"CancelRequested", "Cancelled"} <= kinds
     # Format 2: a macrostep's settlements and a message accepted by the macrostep itself ride on it.
     steps = [read_stored_json(s.state) for s in stored if s.topic.endswith("Stepped@2")]
