@@ -72,10 +72,16 @@ def make_event_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
     configure_tagged_union(Effect, converter, tag_name="effect")
-    # Set only on a message waiting in an inbox (an aggregate snapshot), never on an accepted one.
+    # ``detached`` is set only on a message waiting in an inbox (an aggregate snapshot), never on an
+    # accepted one; ``trace`` only on an embedded task's failure. Each is stored only when set.
     converter.register_unstructure_hook_factory(
         lambda cls: cls is Message,
-        lambda cls: make_dict_unstructure_fn(cls, converter, detached=override(omit_if_default=True)),
+        lambda cls: make_dict_unstructure_fn(
+            cls,
+            converter,
+            detached=override(omit_if_default=True),
+            trace=override(omit_if_default=True),
+        ),
     )
     # The record's keyed maps are stored as their values, in order (an InstanceSnapshot).
     converter.register_unstructure_hook(SlotData, lambda slots: list(slots.values()))

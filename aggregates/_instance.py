@@ -670,7 +670,13 @@ class Instance(Aggregate):
             )
 
     def accept(
-        self, event: Event, *, source: UUID | None, sent_at: float, key: str | None = None
+        self,
+        event: Event,
+        *,
+        source: UUID | None,
+        sent_at: float,
+        key: str | None = None,
+        trace: str | None = None,
     ) -> Message | None:
         """Append ``event`` to the inbox; ``None`` when ``key`` was accepted before.
 
@@ -681,7 +687,7 @@ class Instance(Aggregate):
         if key is not None and key in self.record.keys:
             return None
         self._require_live("accept an event")
-        message = Message(self.record.message_seq + 1, event, source, sent_at, key)
+        message = Message(self.record.message_seq + 1, event, source, sent_at, key, trace=trace)
         self.trigger_event(self.Accepted, message=message)
         return message
 

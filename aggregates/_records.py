@@ -135,6 +135,9 @@ class Message:
     sent_at: float
     key: str | None = None
     detached: bool = False
+    trace: str | None = None
+    """The traceback of an embedded task's failure this message reports (never shown to the chart:
+    the ``error.invoke`` data has the error's type and message only). Stored only when set."""
 
 
 @attrs.frozen

@@ -7,6 +7,10 @@ the instructions a process executes instead, the same count for the same
 code and inputs whatever else the machine does, so a change to the engine's
 own cost shows as a difference of a fraction of a percent.
 
+``--tasks`` counts the engine with task children that have streams of
+their own, embedded in their parents (``Engine(embed_tasks=True)``), or
+both side by side (the default).
+
 The workload is DBOS's two-step workflow as ``bench.peers`` runs it
 serially (``engine.start``, ``run_until_idle()``, ``handle.result()`` on a
 deterministic runner): in memory (the engine alone), on SQLite and on
@@ -46,13 +50,18 @@ WARM_UP = 30
 """Workflows each counted process runs first, in both of its runs."""
 
 
-def child(store_url: str, workflows: int) -> None:
-    """Run ``WARM_UP + workflows`` two-step workflows on the store (the process callgrind counts)."""
+def child(store_url: str, workflows: int, embed: bool = False) -> None:
+    """Run ``WARM_UP + workflows`` two-step workflows on the store (the process callgrind counts).
+
+    ``embed``: the engine embeds its task children in their parents (``Engine(embed_tasks=True)``).
+    """
     from bench import peers
     from incarnate import DeterministicRunner, Engine, Storage
 
     storage = Storage.popo() if store_url == "memory" else Storage.from_url(store_url)
-    with Engine(peers.CHARTS, peers.TASKS, storage=storage, runner=DeterministicRunner()) as engine:
+    with Engine(
+        peers.CHARTS, peers.TASKS, storage=storage, runner=DeterministicRunner(), embed_tasks=embed
+    ) as engine:
         for _ in range(WARM_UP + workflows):
             handle = engine.start(peers.STEPS)
             engine.run_until_idle()
@@ -60,7 +69,7 @@ def child(store_url: str, workflows: int) -> None:
                 raise SystemExit(f"a workflow returned {handle.result()!r}, not {peers.EXPECTED!r}")
 
 
-def counted(store_url: str, workflows: int) -> int:
+def counted(store_url: str, workflows: int, embed: bool = False) -> int:
     """The instructions one process running ``workflows`` more workflows executed."""
     command = [
         "valgrind",
@@ -72,6 +81,7 @@ def counted(store_url: str, workflows: int) -> int:
         "--internal",
         store_url,
         str(workflows),
+        "embedded" if embed else "streams",
     ]
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,7 +101,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workflows", type=int, default=200, help="workflows counted per store (default 200)"
     )
-    parser.add_argument("--internal", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--tasks",
+        choices=["streams", "embedded", "both"],
+        default="both",
+        help="task children with streams of their own, embedded in their parents "
+        "(Engine(embed_tasks=True)), or both side by side (default both)",
+    )
+    parser.add_argument("--internal", nargs=3, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.internal is None and options.workflows < 1:
         parser.error("--workflows must be at least 1")
@@ -102,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     """Count and print; 2 when valgrind (or, for PostgreSQL, psycopg) is missing."""
     options = parse(argv)
     if options.internal is not None:
-        child(options.internal[0], int(options.internal[1]))
+        child(options.internal[0], int(options.internal[1]), options.internal[2] == "embedded")
         return 0
     if shutil.which("valgrind") is None:
         print("missing: valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
@@ -112,25 +129,36 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     common.print_environment(("eventsourcing", "psycopg", "msgspec", "incarnate"))
     print(f"{options.workflows} workflows counted per store, after {WARM_UP} uncounted (PYTHONHASHSEED=0)")
-    rows: list[tuple[str, Any]] = []
+    kinds = ("streams", "embedded") if options.tasks == "both" else (options.tasks,)
+    rows: list[tuple[str, dict[str, Any]]] = []
     with (
         tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory,
         common.open_postgres() as pg,
     ):
         for store in stores:
-            if store == "memory":
-                urls = ["memory"] * 2
-            elif store == "sqlite":
-                urls = [f"sqlite:///{os.path.join(directory, f'{n}.db')}" for n in range(2)]
-            elif pg is None:
+            if store != "memory" and store != "sqlite" and pg is None:
                 continue
-            else:
-                urls = [pg.fresh(f"bench_instructions_{uuid.uuid4().hex[:8]}").url() for _ in range(2)]
-            count = (counted(urls[0], options.workflows) - counted(urls[1], 0)) / options.workflows
-            rows.append((store, count))
-    print(f"\n{'store':<10} {'instructions/workflow':>22}")
-    for store, count in rows:
-        print(f"{store:<10} {count:>22,.0f}")
+            counts: dict[str, Any] = {}
+            for kind in kinds:
+                if store == "memory":
+                    urls = ["memory"] * 2
+                elif store == "sqlite":
+                    urls = [f"sqlite:///{os.path.join(directory, f'{kind}-{n}.db')}" for n in range(2)]
+                else:
+                    assert pg is not None
+                    urls = [pg.fresh(f"bench_instructions_{uuid.uuid4().hex[:8]}").url() for _ in range(2)]
+                embed = kind == "embedded"
+                more = counted(urls[0], options.workflows, embed)
+                counts[kind] = (more - counted(urls[1], 0, embed)) / options.workflows
+            rows.append((store, counts))
+    header = "".join(f" {kind + ' tasks':>18}" for kind in kinds)
+    ratio = len(kinds) == 2
+    print(f"\n{'store':<10}{header}{' embedded/streams':>18}" if ratio else f"\n{'store':<10}{header}")
+    for store, counts in rows:
+        line = f"{store:<10}" + "".join(f" {counts[kind]:>18,.0f}" for kind in kinds)
+        if ratio:
+            line += f" {counts['embedded'] / counts['streams']:>18.3f}"
+        print(line)
     return 0
 
 

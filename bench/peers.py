@@ -357,6 +357,10 @@ def label() -> str:
     return uuid.uuid4().hex[:8]
 
 
+EMBED_TASKS = [False]
+"""Whether incarnate's engines embed their task children (``--embed-tasks``; told to child processes)."""
+
+
 def engine_on(place: Place, runner: Any = None, role: str = "bench", engine_id: str | None = None) -> Engine:
     """An incarnate engine over ``place`` with the bench's charts and tasks (``engine_id``: a fixed one)."""
     return Engine(
@@ -365,6 +369,7 @@ def engine_on(place: Place, runner: Any = None, role: str = "bench", engine_id: 
         storage=Storage.from_url(place.url),
         runner=runner,
         engine_id=engine_id or f"peers-{role}-{label()}",
+        embed_tasks=EMBED_TASKS[0],
     )
 
 
@@ -692,6 +697,7 @@ CHILD_JOBS: dict[str, Callable[[dict[str, Any], Place], None]] = {
 def child_main(text: str) -> int:
     """Run one job of a child process; 1, said why, when it fails."""
     spec = json.loads(text)
+    EMBED_TASKS[0] = bool(spec.get("embed_tasks", False))
     try:
         CHILD_JOBS[spec["job"]](spec, Place(**spec["place"]))
     except BaseException as error:
@@ -813,7 +819,7 @@ class Child:
 
 def spec_for(job: str, side: str, place: Place, **fields: Any) -> dict[str, Any]:
     """What a child process is told to do."""
-    return {"job": job, "side": side, "place": attrs.asdict(place), **fields}
+    return {"job": job, "side": side, "place": attrs.asdict(place), "embed_tasks": EMBED_TASKS[0], **fields}
 
 
 def run_child(spec: dict[str, Any], directory: str, timeout: float) -> dict[str, Any]:
@@ -1372,6 +1378,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"hold {common.CPU_LATENCY_FILE} at 0 for the whole run (both sides): idle CPUs poll instead "
         "of halting (Linux, root)",
     )
+    parser.add_argument(
+        "--embed-tasks",
+        action="store_true",
+        help="incarnate's engines embed their task children in their parents (Engine(embed_tasks=True))",
+    )
     parser.add_argument("--internal", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.internal is not None:
@@ -1464,6 +1475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse(argv)
     if options.internal is not None:
         return child_main(options.internal)
+    EMBED_TASKS[0] = options.embed_tasks
     stores = common.selected(options.store, common.STORES)
     if set(options.workload) - {"throughput"} and not dbos_available():
         print(
@@ -1488,8 +1500,10 @@ def run(options: argparse.Namespace, stores: Sequence[str]) -> int:
         print(f"{common.CPU_LATENCY_FILE} held at 0 for the whole run: idle CPUs poll instead of halting")
     print(
         f"workloads: {', '.join(options.workload)}; {plural(options.rounds, 'round')}, the sides back to "
-        f"back in rotating order, a fresh process and store per side and run; median of the rounds reported\n"
+        f"back in rotating order, a fresh process and store per side and run; median of the rounds reported"
     )
+    tasks = "embedded in their parents (embed_tasks=True)" if EMBED_TASKS[0] else "with streams of their own"
+    print(f"incarnate's task children: {tasks}\n")
     results = Results()
     try:
         with tempfile.TemporaryDirectory(prefix=common.TEMPORARY_PREFIX) as directory:

@@ -22,7 +22,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from aggregates import Instance, InstanceKind, InstanceStatus
+from aggregates import Instance, InstanceKind, InstanceStatus, Ref
 from incarnate import _logs, _tracing
 from incarnate._clock import Clock
 from incarnate._commits import GroupCommit
@@ -31,11 +31,11 @@ from incarnate._holdings import Holdings
 from incarnate._http import HttpConfig, Post, deliver_http, post
 from incarnate._journal import Journal
 from incarnate._process import Decision, decide
-from incarnate._reads import Reads
+from incarnate._reads import Reads, is_embedded_copy
 from incarnate._runners import TaskDeferred, notify_due_task, on_step_lane
-from incarnate._tasks import TaskFunction, run_task
+from incarnate._tasks import TaskFunction, run_embedded_task, run_task
 from incarnate._work import UnitOfWork
-from incarnate.errors import Fenced, PayloadTooLarge, StorageError
+from incarnate.errors import EngineError, Fenced, PayloadTooLarge, StorageError
 from statechart import Chart, JsonValue
 from statechart.codec import SnapshotDelta
 from statechart.event import error_invoke_event
@@ -85,8 +85,17 @@ class CommitPath:
         commit_batch: int,
         commit_wait: float,
         http: HttpConfig | None = None,
+        embed_tasks: bool = False,
     ) -> None:
         self.engine_id = engine_id
+        self.embed_tasks = embed_tasks
+        """Whether a task child born here is embedded in its parent (see ``Engine(embed_tasks=...)``)."""
+        self.embedded: dict[UUID, Ref] = {}
+        """The embedded tasks whose bodies are due here, by id: each one's Ref (its parent, slot, generation).
+
+        An entry is added when the birth (or recovery) hands the task to the
+        runner and removed when its run ends (its outcome committed, or the
+        task found settled or fenced), so it holds only tasks in flight."""
         self.http = http or HttpConfig()
         """The Basic HTTP event I/O processor's settings (its ingress base URL, retries)."""
         self.http_post: Post = post
@@ -149,6 +158,14 @@ class CommitPath:
 
         The facts saved are logged once stored (see ``incarnate._logs``).
         """
+        for instance in instances:
+            if is_embedded_copy(instance):
+                ref = instance.record.parent
+                raise EngineError(
+                    f"instance {instance.id} is a task child embedded in its parent "
+                    f"{ref.parent if ref is not None else '?'}: it has no stream of its own to write; "
+                    "cancel it with cancel(), or write to its parent"
+                )
         written = [(i, tuple(i.pending_events)) for i in instances] if _logs.wanted() else None
         try:
             self.group_commit.save(instances)
@@ -219,6 +236,8 @@ class CommitPath:
         runner = self.runner
         for deadline, instance_id in uow.deadlines:
             runner.notify_at(deadline, instance_id)
+        for ref in uow.embedded:
+            self.run_embedded(ref)
         created = uow.created
         for instance_id in uow.followups:
             born = created.get(instance_id)
@@ -226,6 +245,12 @@ class CommitPath:
                 notify_due_task(runner, instance_id)
             else:
                 runner.notify(instance_id)
+
+    def run_embedded(self, ref: Ref) -> None:
+        """Hand the body of the embedded task child of ``ref`` to the runner (its task lane, if any)."""
+        task_id = ref.child_id
+        self.embedded[task_id] = ref
+        notify_due_task(self.runner, task_id)
 
     def has_work(self, instance: Instance) -> bool:
         """Whether an instance has something to do right now (after a commit)."""
@@ -342,6 +367,10 @@ class CommitPath:
         runs here (or is deferred to a task thread); a unit that would store
         an oversized event fails its instance instead.
         """
+        if instance_id in self.embedded:
+            if on_step_lane():
+                raise TaskDeferred(instance_id)  # the body runs on a task thread, never here
+            return run_embedded_task(self, instance_id)
         try:
             return self._work(instance_id)
         except PayloadTooLarge as error:

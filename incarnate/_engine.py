@@ -24,7 +24,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from aggregates import Instance, InstanceKind
+from aggregates import ActivationState, Instance, InstanceKind
 from aggregates.errors import CorruptRecord
 from incarnate import _migration, _ownership, _recovery
 from incarnate._clock import Clock, SystemClock
@@ -41,7 +41,7 @@ from incarnate._migration import DEFAULT_BATCH_SIZE, InstanceVerdict, MigrationR
 from incarnate._ownership import TakeOver
 from incarnate._parts import Parts
 from incarnate._process import Decision, decide
-from incarnate._reads import Ending, Reads
+from incarnate._reads import Ending, Reads, is_embedded_copy
 from incarnate._recovery import ParkedRoot
 from incarnate._redrive import Redrive
 from incarnate._redrive import fork as fork_instance
@@ -63,10 +63,11 @@ from incarnate.errors import (
     UnknownInstance,
 )
 from incarnate.store import forget_memory_store as forget_named_memory_store
-from projections import Checkpoint
+from projections import Checkpoint, is_embedded
 from statechart import Chart, Event, JsonValue
 from statechart.codec import check_json, check_text
 from statechart.errors import CodecError
+from statechart.event import error_invoke_event
 from statechart.snapshot import Snapshot
 
 log = logging.getLogger("incarnate.engine")
@@ -165,6 +166,7 @@ class Engine:
         commit_batch: int = DEFAULT_MAX_BATCH,
         commit_wait: float = DEFAULT_MAX_WAIT,
         http: HttpConfig | None = None,
+        embed_tasks: bool = False,
     ) -> None:
         self._storage = storage if storage is not None else Storage.from_env()
         store = self._storage.open()
@@ -224,6 +226,7 @@ class Engine:
             commit_batch=commit_batch,
             commit_wait=commit_wait,
             http=http,
+            embed_tasks=embed_tasks,
         )
         self.parts = Parts(
             engine_id=engine_id,
@@ -248,7 +251,8 @@ class Engine:
         if not isinstance(self._runner, DeterministicRunner) and getattr(self._runner, "runs_work", True):
             self.require_tasks()  # any other runner works as soon as it is attached
             self.parts.heartbeat.start()  # live while it runs work: no other engine takes its trees
-        self._history = History(journal)
+        reads.parent_of = self._parent_of
+        self._history = History(journal, embedded=reads.embedded_events)
         self._runner.attach(self)
 
     # ----------------------------------------------------------- what it is
@@ -556,6 +560,8 @@ class Engine:
         instance_id = plain(instance_id)
         for _ in range(MAX_CONFLICT_RETRIES):
             instance = self.parts.reads.instance(instance_id)
+            if is_embedded_copy(instance):
+                return self._cancel_embedded(instance, reason)
             if not instance.request_cancel(None, reason):
                 return False
             try:
@@ -565,6 +571,53 @@ class Engine:
             self._runner.notify(instance_id)
             return True
         raise StorageError(f"could not cancel {instance_id}: too many concurrent writers")
+
+    def _parent_of(self, task_id: UUID) -> UUID | None:
+        """The parent of an embedded task child: from the tasks running here, else from the listing."""
+        parts = self.parts
+        running = parts.commits.embedded.get(task_id)
+        if running is not None:
+            return running.parent
+        listing = parts.listing
+        row = listing.get(task_id)
+        if row is None:
+            listing.catch_up()
+            row = listing.get(task_id)
+        return row.parent if row is not None and is_embedded(row) else None
+
+    def _cancel_embedded(self, task: Instance, reason: str) -> bool:
+        """Cancel an embedded task: its parent hears of it as a failure, as of a task cancelled on its own.
+
+        The parent's inbox gets the ``error.invoke`` a task with a stream
+        reports when someone other than its parent cancels it, from the
+        task's id; its body's outcome, if it ends later, is then never
+        committed. False when the task has finished or its outcome waits.
+        """
+        ref = task.record.parent
+        assert ref is not None
+        parts = self.parts
+        for _ in range(MAX_CONFLICT_RETRIES):
+            parent = parts.reads.instance(ref.parent)
+            activation = parent.record.activation(ref.site, ref.key)
+            if (
+                parent.record.status.finished
+                or activation is None
+                or activation.ref != ref
+                or activation.state is not ActivationState.RUNNING
+                or any(message.source == task.id for message in parent.record.inbox)
+            ):
+                return False
+            cancelled: JsonValue = {"reason": "cancelled", "detail": reason}
+            parent.accept(
+                error_invoke_event(ref.invoke_id, cancelled), source=task.id, sent_at=parts.clock.now()
+            )
+            try:
+                parts.commits.save_instances(parent)
+            except IntegrityError:
+                continue
+            self._runner.notify(parent.id)
+            return True
+        raise StorageError(f"could not cancel {task.id}: too many concurrent writers")
 
     # ----------------------------------------------------------- queries
 
@@ -618,9 +671,24 @@ class Engine:
         the event sought is found, and only the pages up to it are read. It
         yields nothing for an unknown instance.
         """
+        journal = self.parts.journal
         if newest_first:
-            return self.parts.journal.events_newest_first(plain(instance_id))
-        return self.parts.journal.events_of(instance_id)
+            return self._newest_first(plain(instance_id))
+        try:
+            return journal.events_of(instance_id)
+        except UnknownInstance:
+            embedded = self.parts.reads.embedded_events(plain(instance_id))
+            if not embedded:
+                raise
+            return embedded
+
+    def _newest_first(self, instance_id: UUID) -> Iterator[Any]:
+        found = False
+        for event in self.parts.journal.events_newest_first(instance_id):
+            found = True
+            yield event
+        if not found:
+            yield from reversed(self.parts.reads.embedded_events(instance_id))
 
     @overload
     def snapshot(self, instance_id: UUID) -> Snapshot[Any]: ...
@@ -667,6 +735,9 @@ class Engine:
         """
         parts = self.parts
         holdings = parts.holdings
+        embedded = parts.commits.embedded.get(instance_id)
+        if embedded is not None:
+            return self._run_embedded(instance_id, embedded.parent)
         if holdings.is_fenced(instance_id):
             return None
         if not holdings.holds(instance_id) and not _ownership.adopt(
@@ -688,6 +759,24 @@ class Engine:
             # A record of this instance (or of one its unit of work reads) does not decode:
             # park the tree it belongs to instead of failing the runner.
             _recovery.park_corrupt(parts, error, instance_id)
+            return None
+
+    def _run_embedded(self, task_id: UUID, parent_id: UUID) -> Decision | None:
+        """Run an embedded task's body for its parent, which this engine must hold and have acquired."""
+        parts = self.parts
+        holdings = parts.holdings
+        if holdings.is_fenced(parent_id) or not holdings.is_acquired(parent_id):
+            parts.commits.embedded.pop(task_id, None)  # its parent runs elsewhere, or not yet here
+            return None
+        try:
+            return parts.commits.work(task_id)
+        except Fenced as error:
+            parts.commits.embedded.pop(task_id, None)
+            _ownership.drop(parts, parent_id, error)
+            return None
+        except CorruptRecord as error:
+            parts.commits.embedded.pop(task_id, None)
+            _recovery.park_corrupt(parts, error, parent_id)
             return None
 
     def take_over(self, root_id: UUID, *, reason: str = "taken over") -> TakeOver:

@@ -34,7 +34,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
-from aggregates import CattrsMapper, ChartVersion, Instance, InstanceSnapshot
+from aggregates import CattrsMapper, ChartVersion, Instance, InstanceSnapshot, stored_topic
 from aggregates.errors import CorruptRecord
 from incarnate._limits import LimitedEventStore
 from incarnate._snapshots import DEFAULT_SNAPSHOT_EVENTS, TolerantZlib, snapshot_due
@@ -390,9 +390,14 @@ class Journal(Application[UUID]):
             raise StorageError(f"could not read {len(instance_ids)} instances: {error}") from error
         return found or {}
 
-    def instance_ids(self) -> Iterator[UUID]:
-        """Every instance id in the store, in order of first appearance."""
+    def instance_ids(self, *, embedded: bool = False) -> Iterator[UUID]:
+        """Every instance id in the store, in order of first appearance.
+
+        With ``embedded``, the ids of embedded task children too, each at
+        its birth (the parent's ``Birth`` or ``ChildResume`` that embeds it).
+        """
         seen: set[UUID] = set()
+        births = (stored_topic(Instance.Birth), stored_topic(Instance.ChildResume))
         start = 1
         while True:
             notifications = self.recorder.select_notifications(start=start, limit=500)
@@ -406,6 +411,11 @@ class Journal(Application[UUID]):
                     seen.add(originator)
                     if ":Instance." in n.topic:
                         yield originator
+                if embedded and n.topic in births:
+                    birth = self.decode_records(originator, [n])[0]
+                    if birth.embedded and birth.facts.child_id not in seen:
+                        seen.add(birth.facts.child_id)
+                        yield birth.facts.child_id
             start = notifications[-1].id + 1
 
     def refuse_snapshot(self, instance_id: UUID, version: int) -> None:

@@ -57,6 +57,7 @@ from projections._listing import (
     apply_undecodable,
     event_time,
     needs_state,
+    related_rows,
 )
 
 if TYPE_CHECKING:
@@ -164,15 +165,24 @@ class Listing:
         if not notifications:
             return 0
         originators = [_originator(n) for n in notifications]
+        now = self.journal.coordination.now()
+        read = [
+            self._read(n, originator, now) for n, originator in zip(notifications, originators, strict=True)
+        ]
+        # A parent's event may make or end its embedded tasks' rows: those are loaded with the rest.
+        wanted = set(originators)
+        for notification, (state, _) in zip(notifications, read, strict=True):
+            if state:
+                wanted.update(related_rows(notification.topic, state))
         with self._storage_errors("read listing rows"):
-            before = tables.load(set(originators))
+            before = tables.load(wanted)
         rows = dict(before)
         first_seen: dict[UUID, int] = {}
-        now = self.journal.coordination.now()
-        for notification, originator in zip(notifications, originators, strict=True):
-            self._fold(rows, notification, originator, now)
-            if originator not in before and originator in rows:
-                first_seen.setdefault(originator, notification.id)
+        for notification, originator, (state, at) in zip(notifications, originators, read, strict=True):
+            self._fold(rows, notification, originator, state, at)
+            for row_id in (originator, *related_rows(notification.topic, state or {})):
+                if row_id not in before and row_id in rows:
+                    first_seen.setdefault(row_id, notification.id)
         changes = sorted(
             ((first_seen.get(row_id, 0), row) for row_id, row in rows.items() if before.get(row_id) != row),
             key=lambda change: change[0],
@@ -181,34 +191,62 @@ class Listing:
             advanced = tables.write(changes, position, notifications[-1].id)
         return len(notifications) if advanced else None
 
-    def _fold(
-        self, rows: dict[UUID, ListingRow], notification: Notification, originator: UUID, now: float
-    ) -> None:
+    def _read(
+        self, notification: Notification, originator: UUID, now: float
+    ) -> tuple[dict[str, Any] | None, float]:
+        """The state the fold needs of a notification and its time.
+
+        The state is ``{}`` when the fold needs none, and None when it does not read.
+        """
         topic = notification.topic
         version = notification.originator_version
         try:
             if not topic.startswith(INSTANCE_TOPIC_PREFIX):
                 resolve_topic(topic)  # another aggregate's event (not listed), or an unreadable topic
-                return
+                return {}, now
             if needs_state(topic):
                 plain = self._plain(notification, originator)
+                if not needs_state(topic, plain):
+                    return {}, self._changed_at(notification, originator, now, plain)
                 state = self._decode(plain, notification, originator)
-                at = self._changed_at(notification, originator, now, plain)
-            else:
-                state = {}
-                at = self._changed_at(notification, originator, now)
-            apply_notification(rows, topic, originator, version, state, at=at)
+                return state, self._changed_at(notification, originator, now, plain)
+            return {}, self._changed_at(notification, originator, now)
         except (DecodeError, TopicError) as error:
-            log.warning(
-                "listing: stored event %s of %s at version %s does not decode (%s: %s); "
-                "listed from its position only, recovery will park its call tree",
-                topic,
-                originator,
-                version,
-                type(error).__name__,
-                error,
-            )
-            apply_undecodable(rows, originator, version, at=self._changed_at(notification, originator, now))
+            self._undecodable(topic, originator, version, error)
+            return None, self._changed_at(notification, originator, now)
+
+    def _fold(
+        self,
+        rows: dict[UUID, ListingRow],
+        notification: Notification,
+        originator: UUID,
+        state: dict[str, Any] | None,
+        at: float,
+    ) -> None:
+        topic = notification.topic
+        version = notification.originator_version
+        if state is None:
+            apply_undecodable(rows, originator, version, at=at)
+            return
+        if not topic.startswith(INSTANCE_TOPIC_PREFIX):
+            return
+        try:
+            apply_notification(rows, topic, originator, version, state, at=at)
+        except DecodeError as error:
+            self._undecodable(topic, originator, version, error)
+            apply_undecodable(rows, originator, version, at=at)
+
+    @staticmethod
+    def _undecodable(topic: str, originator: UUID, version: int, error: Exception) -> None:
+        log.warning(
+            "listing: stored event %s of %s at version %s does not decode (%s: %s); "
+            "listed from its position only, recovery will park its call tree",
+            topic,
+            originator,
+            version,
+            type(error).__name__,
+            error,
+        )
 
     def _notifications(self, start: int, limit: int) -> Sequence[Notification]:
         try:

@@ -152,7 +152,7 @@ def _prefetched(parts: Parts, roots: Sequence[UUID]) -> Reader:
             known[root_id] = parts.reads.read(root_id, found)
         except (CorruptRecord, UnknownInstance):
             continue  # read again, and reported, when its tree is surveyed
-        children.extend(a.child_id for a in known[root_id][0].record.activations)
+        children.extend(a.child_id for a in known[root_id][0].record.activations if not a.embedded)
     records.update(parts.reads.prefetch(children))
 
     def read(instance_id: UUID) -> Stored:
@@ -259,6 +259,8 @@ def _walk(start: Instance, loaded: dict[UUID, Stored], read: Reader) -> tuple[li
         instance = pending.pop(0)
         members.append(instance)
         for activation in instance.record.activations:
+            if activation.embedded:
+                continue  # an embedded task is its parent's: claimed, and recovered, with it
             child_id = activation.child_id
             if child_id in seen:
                 continue  # FR-5: a repeat or a cycle is visited once

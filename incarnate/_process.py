@@ -345,8 +345,12 @@ def _apply(
         match effect:
             case BirthChild():
                 facts = _facts(instance, chart, effect, armed_step)
-                instance.record_birth(facts)
-                _create_child(workshop, uow, facts, careful=careful)
+                if facts.kind is InstanceKind.TASK and workshop.embed_tasks:
+                    instance.record_birth(facts, embedded=True)
+                    uow.embed(facts.ref)
+                else:
+                    instance.record_birth(facts)
+                    _create_child(workshop, uow, facts, careful=careful)
             case RetryChild():
                 instance.record_retry(
                     _ref(instance, effect.failed), effect.attempt, effect.deadline, effect.error
@@ -354,20 +358,30 @@ def _apply(
                 uow.watch(effect.deadline, instance.id)
             case ResumeChild():
                 facts = _facts(instance, chart, effect, armed_step)
-                instance.record_resume(facts)
-                _create_child(workshop, uow, facts, careful=careful)
+                if facts.kind is InstanceKind.TASK and workshop.embed_tasks:
+                    instance.record_resume(facts, embedded=True)
+                    uow.embed(facts.ref)
+                else:
+                    instance.record_resume(facts)
+                    _create_child(workshop, uow, facts, careful=careful)
             case CancelChild():
                 ref = _ref(instance, effect.invoke_id)
                 activation = instance.record.activation(ref.site, ref.key)
                 if activation is not None and activation.ref == ref:
                     instance.record_settled(ref, Settlement.CANCELLED)
+                    if activation.embedded:
+                        continue  # nothing to tell: its outcome, if its body ends, finds no activation
                 child = uow.load(ref.child_id)
                 if child is not None and child.request_cancel(
                     instance.id, f"parent left state {snapshot_state(chart, ref.site)!r}"
                 ):
                     uow.follow(child.id)
             case SendToChild():
-                child = uow.load(_ref(instance, effect.invoke_id).child_id)
+                invoke_id = effect.invoke_id
+                slot = instance.record.activation(invoke_id.site, invoke_id.key)
+                if slot is not None and slot.embedded:
+                    continue  # a task takes no events (one with a stream ignores them)
+                child = uow.load(_ref(instance, invoke_id).child_id)
                 if child is not None and not child.record.status.finished:
                     child.accept(effect.event, source=instance.id, sent_at=now)
                     uow.follow(child.id)

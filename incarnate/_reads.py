@@ -8,7 +8,7 @@ appends events to it) changes nothing anyone else sees until it is saved.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 from uuid import UUID
 
@@ -20,7 +20,14 @@ from aggregates import Instance, InstanceKind, InstanceRecord, InstanceSnapshot,
 from incarnate._copies import Catalog, Copies, clone
 from incarnate._journal import Journal, project
 from incarnate.errors import EngineError, StorageError, UnknownInstance
-from projections import Checkpoint, CheckpointUndecodable, resume_plan
+from projections import (
+    Checkpoint,
+    CheckpointUndecodable,
+    embedded_history,
+    embedded_tasks,
+    instance_at,
+    resume_plan,
+)
 from statechart import Chart, JsonValue
 from statechart.snapshot import Snapshot
 
@@ -69,6 +76,25 @@ class _Shell:
         self.record = InstanceRecord(InstanceKind.CHART, "", "", None, "", instance_id, None, None, ())
 
 
+def _nobody(task_id: UUID) -> UUID | None:
+    return None
+
+
+EMBEDDED_COPY = "_incarnate_embedded_copy"
+"""The attribute that marks an embedded task rebuilt from its parent's events (never saved)."""
+
+
+def embedded_copy(instance: Instance) -> Instance:
+    """Mark a rebuilt embedded task as a copy for reading (see :func:`is_embedded_copy`)."""
+    setattr(instance, EMBEDDED_COPY, True)
+    return instance
+
+
+def is_embedded_copy(instance: Instance) -> bool:
+    """Whether ``instance`` is an embedded task rebuilt from its parent's events (no stream to save)."""
+    return getattr(instance, EMBEDDED_COPY, False)
+
+
 class Reads:
     """Instances as stored, this engine's copies of them, their snapshots and ResumePlans."""
 
@@ -76,18 +102,48 @@ class Reads:
         self.journal = journal
         self.copies = copies
         self.catalog = catalog
+        self.parent_of: Callable[[UUID], UUID | None] = _nobody
+        """The parent an embedded task child lives in, by the task's id (None: not an embedded task).
+
+        The engine answers from the tasks it runs and from the listing."""
 
     def instance(self, instance_id: UUID, *, fresh: bool = True) -> Instance:
-        """The instance aggregate, as stored now (``fresh=False``: this engine's last committed copy)."""
+        """The instance aggregate, as stored now (``fresh=False``: this engine's last committed copy).
+
+        An embedded task child (no stream of its own) is rebuilt from its
+        parent's events (see :meth:`embedded_events`); such a copy is for
+        reading only: the commit path refuses to save it.
+        """
         try:
             instance: object = self.load(instance_id, fresh=fresh)
         except AggregateNotFoundError:
-            raise UnknownInstance(instance_id) from None
+            events = self.embedded_events(instance_id)
+            if not events:
+                raise UnknownInstance(instance_id) from None
+            return embedded_copy(instance_at(events, len(events)))
         except PersistenceError as error:
             raise StorageError(f"could not read instance {instance_id}: {error}") from error
         if not isinstance(instance, Instance):
             raise UnknownInstance(instance_id)
         return instance
+
+    def embedded_events(self, task_id: UUID) -> list[Any]:
+        """The events of an embedded task child, rebuilt from its parent's ([] if it is none)."""
+        parent_id = self.parent_of(task_id)
+        if parent_id is None:
+            return []
+        try:
+            parent_events = self.journal.events_of(parent_id)
+        except UnknownInstance:
+            return []
+        return embedded_history(parent_events, task_id)
+
+    def embedded_children(self, parent: Instance) -> dict[UUID, Instance]:
+        """The embedded task children of ``parent``, each rebuilt, by id (one read of its events)."""
+        if not any(a.embedded for a in parent.record.activations):
+            return {}
+        tasks = embedded_tasks(self.journal.events_of(parent.id))
+        return {task_id: embedded_copy(instance_at(events, len(events))) for task_id, events in tasks.items()}
 
     def load(self, aggregate_id: UUID, *, fresh: bool = True) -> Any:
         """A private copy of a stored aggregate.
@@ -132,7 +188,11 @@ class Reads:
         except PersistenceError as error:
             raise StorageError(f"could not read instance {instance_id}: {error}") from error
         if not last:
-            raise UnknownInstance(instance_id)
+            found = self.embedded_events(instance_id)
+            if not found:
+                raise UnknownInstance(instance_id)
+            task = instance_at(found, len(found))
+            return Ending.of(task) if task.record.status.finished else None
         [event] = self.journal.decode_records(instance_id, last)
         if isinstance(event, _ENDINGS):
             shell = _Shell(instance_id)
@@ -145,8 +205,8 @@ class Reads:
         return Ending.of(instance) if instance.record.status.finished else None
 
     def instances(self) -> Iterator[Instance]:
-        """Every instance in the store, in order of creation."""
-        for instance_id in self.journal.instance_ids():
+        """Every instance in the store, in order of creation (embedded task children at their birth)."""
+        for instance_id in self.journal.instance_ids(embedded=True):
             try:
                 yield self.instance(instance_id)
             except UnknownInstance:
@@ -155,7 +215,11 @@ class Reads:
     def children(self, instance_id: UUID) -> list[Instance]:
         """The current incarnations retained by an instance (its activations)."""
         instance = self.instance(instance_id)
-        return [self.instance(a.child_id) for a in instance.record.activations]
+        embedded = self.embedded_children(instance)
+        return [
+            embedded[a.child_id] if a.embedded and a.child_id in embedded else self.instance(a.child_id)
+            for a in instance.record.activations
+        ]
 
     def prefetch(self, instance_ids: Sequence[UUID]) -> dict[UUID, list[StoredEvent]]:
         """The stored events of many instances in one query, for :meth:`read` to decode.
@@ -216,9 +280,16 @@ class Reads:
     def plan(self, instance_id: UUID, chart: Chart[Any] | None = None) -> Checkpoint:
         """The ResumePlan of an instance: its checkpoint rebuilt from the store and validated.
 
-        ``chart`` defaults to the registered chart of the instance.
+        ``chart`` defaults to the registered chart of the instance. An
+        embedded task's plan is folded from its events rebuilt from its parent's.
         """
-        start, events = self.journal.stored(instance_id)
+        try:
+            start, events = self.journal.stored(instance_id)
+        except UnknownInstance:
+            rebuilt = self.embedded_events(instance_id)
+            if not rebuilt:
+                raise
+            return resume_plan(rebuilt, None)
         if chart is None:
             name = start.state.record.name if start is not None else getattr(events[0], "name", "")
             chart = self.catalog.charts.get(name)

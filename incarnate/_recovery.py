@@ -190,6 +190,8 @@ def _acquire(
         return True
     runnable = True
     for activation in plan.activations:
+        if activation.embedded:
+            continue  # its body is handed to the runner with its parent (see _arm)
         if activation.state is ActivationState.RUNNING and not reattach(
             parts, instance, activation, seen, known
         ):
@@ -202,8 +204,18 @@ def _acquire(
 
 
 def _arm(parts: Parts, instance: Instance, plan: Checkpoint) -> None:
-    """Hand the instance to the runner if it has work now; watch its future timers."""
+    """Hand the instance to the runner if it has work now; watch its future timers.
+
+    Its embedded tasks still running go first, as re-attached children do
+    (their bodies run again, with the same idempotency keys): an outcome
+    waiting in the inbox is the parent's to consume instead.
+    """
     record = instance.record
+    told = {message.source for message in record.inbox}
+    for activation in plan.activations:
+        running = activation.embedded and activation.state is ActivationState.RUNNING
+        if running and activation.child_id not in told:
+            parts.commits.run_embedded(activation.ref)
     now = parts.clock.now()
     timers = plan.snapshot.timers if plan.snapshot is not None else ()
     due = any(timer.deadline <= now for timer in timers)
@@ -708,7 +720,7 @@ def call_tree(parts: Parts, root_id: UUID, broken: list[UUID] | None = None) -> 
             pending.extend(row.id for row in parts.listing.rows() if row.parent == instance_id)
             continue
         out.append(instance)
-        pending.extend(a.child_id for a in instance.record.activations)
+        pending.extend(a.child_id for a in instance.record.activations if not a.embedded)
     return out
 
 

@@ -84,13 +84,15 @@ class Storage(abc.ABC):
 
     @staticmethod
     def sqlite(
-        path: str = DEFAULT_SQLITE_PATH,
+        path: str | os.PathLike[str] = DEFAULT_SQLITE_PATH,
         *,
         max_payload_bytes: int | None = None,
         lock_timeout: int | None = None,
     ) -> Storage:
-        """A SQLite file (WAL mode): a :class:`~incarnate.SQLiteStorage`."""
-        return _built_in(SQLITE, path, max_payload_bytes=max_payload_bytes, lock_timeout=lock_timeout)
+        """A SQLite file (WAL mode) at ``path`` (a str or a path object): a :class:`SQLiteStorage`."""
+        return _built_in(
+            SQLITE, os.fspath(path), max_payload_bytes=max_payload_bytes, lock_timeout=lock_timeout
+        )
 
     @staticmethod
     def postgres(

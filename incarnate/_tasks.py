@@ -20,7 +20,15 @@ from uuid import UUID
 
 import attrs
 
-from aggregates import Instance, InstanceStatus, Ref
+from aggregates import (
+    Activation,
+    ActivationState,
+    Instance,
+    InstanceKind,
+    InstanceRecord,
+    InstanceStatus,
+    Ref,
+)
 from incarnate import _tracing
 from incarnate._process import Decision, traceback_text
 from incarnate._work import UnitOfWork, Workshop
@@ -77,6 +85,15 @@ class TaskHost(Workshop, Protocol):
         self, uow: UnitOfWork, instance_id: UUID | None, *, along: bool, careful: bool
     ) -> Literal["committed", "conflict", "alone"]:
         """Commit and enact ``uow``, with the next macrostep of ``instance_id`` when it may be taken."""
+        ...
+
+
+class EmbeddingHost(TaskHost, Protocol):
+    """What running an embedded task uses besides: the tasks due here and their Refs."""
+
+    @property
+    def embedded(self) -> dict[UUID, Ref]:
+        """The embedded tasks whose bodies are due on this engine, by id (see ``CommitPath.embedded``)."""
         ...
 
 
@@ -182,9 +199,130 @@ def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
             along = False  # the parent's step is refused or fails on its own, later; the outcome stands
             continue
         if kind == "failed":
-            _log_failure(engine, task, call, raised, retried=_retried(engine, call))
+            _log_failure(
+                engine, task.id, record.name, task.record.owner, call, raised, retried=_retried(engine, call)
+            )
         return Decision(f"task-{kind}", record.name)
     return None
+
+
+def run_embedded_task(engine: EmbeddingHost, task_id: UUID) -> Decision | None:
+    """Run the body of an embedded task and commit its outcome as its parent's message.
+
+    An embedded task has no stream of its own: its parent is read before
+    the body runs (this engine must own it, and its activation must still
+    hold this incarnation, running), and the outcome is a ``done.invoke``
+    or ``error.invoke`` message from the task's id in its parent's inbox —
+    consumed in the same commit when this engine steps the parent. A run
+    whose activation has gone (the parent left the state, or a first run's
+    outcome was committed) commits nothing; so does one fenced by a new
+    owner, which runs the incarnation again (at least once, with the same
+    idempotency key). A failure's traceback rides with the message
+    (``Message.trace``), out of the chart's sight.
+    """
+    ref = engine.embedded.get(task_id)
+    if ref is None:
+        return None
+    parent = engine.instance(ref.parent)  # the pre-body read: the store's copy, if newer than ours
+    activation = _running(parent, ref)
+    if activation is None or parent.record.status is InstanceStatus.PARKED or _told(parent, task_id):
+        engine.embedded.pop(task_id, None)  # settled, or its outcome (a cancel, say) already waits
+        return None
+    engine.check_holds(parent)  # never run a task of a parent this engine does not own
+    fn = engine.tasks.get(activation.name)
+    if fn is None:
+        parent.record_incident(
+            "unknown-task",
+            f"task {activation.name!r} (child {task_id}) is not registered with this engine; "
+            "register it and resolve the incident",
+            park=True,
+        )
+        engine.save_instances(parent)
+        engine.embedded.pop(task_id, None)
+        return Decision("parked", f"unknown task {activation.name!r}")
+    slot = parent.record.slots.get((ref.site, ref.key))
+    call = TaskCall(task_id, ref, activation.attempt, slot.get("input") if slot is not None else None)
+    record = InstanceRecord(
+        InstanceKind.TASK,
+        activation.name,
+        "",
+        call.input,
+        parent.record.owner,
+        parent.record.root,
+        ref,
+        None,
+        parent.record.ancestry,
+        traceparent=parent.record.traceparent,
+    )
+    failure: dict[str, JsonValue] | None = None
+    trace: str | None = None
+    raised: Exception | None = None
+    output: JsonValue = None
+    try:
+        with _tracing.task_run(task_id, record, engine.engine_id):
+            output = _call(fn, call, engine.task_loop)
+    except LoopGone as gone:
+        log.info("task %s not finished: %s; it runs again later", activation.name, gone)
+        return None
+    except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
+        raised = error
+        failure = {"error": type(error).__name__, "message": str(error)}
+        trace = traceback_text(error)
+    fresh = False
+    along = True
+    for _ in range(20):
+        uow = UnitOfWork(engine, fresh=fresh)
+        parent = uow.load(ref.parent)  # type: ignore[assignment]  # None: gone, handled below
+        if (
+            parent is None
+            or parent.record.status.finished
+            or _running(parent, ref) is None
+            or _told(parent, task_id)
+        ):
+            engine.embedded.pop(task_id, None)  # settled, cancelled, or its outcome already told
+            return None
+        uow.fence(parent)  # the task's owner is its parent's: a stale owner's outcome is refused
+        now = engine.clock.now()
+        if failure is not None:
+            event = error_invoke_event(ref.invoke_id, failure)
+            kind = "failed"
+        else:
+            event = done_invoke_event(ref.invoke_id, output)
+            kind = "completed"
+        parent.accept(event, source=task_id, sent_at=now, trace=trace)
+        uow.follow(parent.id)
+        outcome = engine.commit_along(uow, parent.id, along=along, careful=fresh)
+        if outcome == "conflict":
+            fresh = True
+            continue
+        if outcome == "alone":
+            along = False
+            continue
+        engine.embedded.pop(task_id, None)
+        if kind == "failed":
+            _log_failure(
+                engine, task_id, activation.name, record.owner, call, raised, retried=_retried(engine, call)
+            )
+        return Decision(f"task-{kind}", activation.name)
+    return None
+
+
+def _told(parent: Instance, task_id: UUID) -> bool:
+    """Whether the parent's inbox holds an outcome of the task already (a cancel, or a first run's)."""
+    return any(message.source == task_id for message in parent.record.inbox)
+
+
+def _running(parent: Instance, ref: Ref) -> Activation | None:
+    """The parent's running embedded activation of ``ref``, if it still holds it."""
+    activation = parent.record.activation(ref.site, ref.key)
+    if (
+        activation is None
+        or activation.ref != ref
+        or activation.state is not ActivationState.RUNNING
+        or not activation.embedded
+    ):
+        return None
+    return activation
 
 
 def _retried(engine: TaskHost, call: TaskCall) -> bool:
@@ -199,7 +337,14 @@ def _retried(engine: TaskHost, call: TaskCall) -> bool:
 
 
 def _log_failure(
-    engine: TaskHost, task: Instance, call: TaskCall, error: Exception | None, *, retried: bool
+    engine: TaskHost,
+    task_id: UUID,
+    name: str,
+    owner: str,
+    call: TaskCall,
+    error: Exception | None,
+    *,
+    retried: bool,
 ) -> None:
     """The committed failure of a task run (WARNING, ``incarnate.tasks``).
 
@@ -209,13 +354,13 @@ def _log_failure(
     if not log.isEnabledFor(logging.WARNING):
         return
     fields = {
-        "instance_id": str(task.id),
-        "chart": task.record.name,
+        "instance_id": str(task_id),
+        "chart": name,
         "ref": str(call.ref),
         "parent_id": str(call.ref.parent),
         "generation": call.ref.generation,
         "attempt": call.attempt,
-        "owner": task.record.owner,
+        "owner": owner,
         "engine_id": engine.engine_id,
         "fact": "Failed",
     }
@@ -225,7 +370,7 @@ def _log_failure(
         )
     log.warning(
         "task %s (%s) failed%s: %s",
-        task.record.name,
+        name,
         call.idempotency_key,
         f" on attempt {call.attempt}; it is retried" if retried else "",
         error,

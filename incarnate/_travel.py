@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -29,7 +29,7 @@ from aggregates import Instance, InstanceSnapshot
 from incarnate._copies import clone
 from incarnate._journal import Journal, decoding
 from incarnate.errors import PositionOutOfRange, StorageError, UnknownInstance
-from projections import born, instance_at, interleave, versions_at
+from projections import born, embedded_tasks, instance_at, interleave, versions_at
 
 CHECKPOINT_EVERY = 250
 """Versions between two in-memory checkpoints of an instance being stepped through."""
@@ -81,9 +81,17 @@ class Moment:
 class History:
     """Reads an instance's (or a call tree's) past from the journal, with checkpoints kept in memory."""
 
-    def __init__(self, journal: Journal, *, every: int = CHECKPOINT_EVERY) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        every: int = CHECKPOINT_EVERY,
+        embedded: Callable[[UUID], list[Any]] | None = None,
+    ) -> None:
         self.journal = journal
         self.every = every
+        self.embedded: Callable[[UUID], list[Any]] = embedded or _no_events
+        """The events of an embedded task child, rebuilt from its parent's ([] for any other id)."""
         self._lock = threading.Lock()
         self._checkpoints: OrderedDict[UUID, dict[int, Instance]] = OrderedDict()
 
@@ -96,7 +104,10 @@ class History:
         except PersistenceError as error:
             raise StorageError(f"could not read instance {instance_id}: {error}") from error
         if not found:
-            raise UnknownInstance(instance_id)
+            rebuilt = self.embedded(instance_id)
+            if not rebuilt:
+                raise UnknownInstance(instance_id)
+            return len(rebuilt)
         return found[0].originator_version
 
     def at(self, instance_id: UUID, version: int, *, head: int | None = None) -> Instance:
@@ -113,6 +124,8 @@ class History:
             start, after = stored, stored.originator_version
         with decoding(instance_id):
             events = list(self.journal.events.get(instance_id, gt=after, lte=version))
+        if not events and start is None:  # no stream: an embedded task, rebuilt from its parent's
+            return instance_at(self.embedded(instance_id), version)
         folded: Instance = clone(self._fold(instance_id, events, version, start))
         return folded
 
@@ -179,6 +192,10 @@ class History:
             events = tuple(
                 self.journal.events.get(instance_id, gt=first - 1 if first > 1 else None, lte=upto)
             )
+        if not events:  # an embedded task: its rebuilt events
+            events = tuple(
+                e for e in self.embedded(instance_id) if first <= e.originator_version <= (upto or last)
+            )
         instance = self.at(instance_id, version, head=last)
         return Moment(instance_id, False, version, last, events, {instance_id: instance}, first)
 
@@ -191,6 +208,7 @@ class History:
         """
         members: list[UUID] = []
         histories: dict[UUID, Sequence[Any]] = {}
+        embedded: set[UUID] = set()
         stack = [instance_id]
         while stack:
             member = stack.pop()
@@ -200,7 +218,12 @@ class History:
                 read: list[Any] = list(self.journal.events.get(member))
             histories[member] = read
             members.append(member)
-            stack.extend(reversed(born(read)))
+            rebuilt = embedded_tasks(read)  # its embedded tasks: members whose events are its facts
+            for task_id, task_events in rebuilt.items():
+                histories[task_id] = task_events
+                members.append(task_id)
+                embedded.add(task_id)
+            stack.extend(child for child in reversed(born(read)) if child not in rebuilt)
         events = interleave({m: h for m, h in histories.items() if h})
         if not histories.get(instance_id):
             raise UnknownInstance(instance_id)
@@ -209,10 +232,18 @@ class History:
         instances: dict[UUID, Instance] = {}
         for member in members:
             version = versions.get(member)
-            if version is not None:
-                history = histories[member]
+            if version is None:
+                continue
+            history = histories[member]
+            if member in embedded:
+                instances[member] = instance_at(history, version)
+            else:
                 instances[member] = self.at(member, version, head=history[-1].originator_version)
         return Moment(instance_id, True, position, len(events), tuple(events), instances)
+
+
+def _no_events(instance_id: UUID) -> list[Any]:
+    return []
 
 
 def check_position(instance_id: UUID, position: int, last: int, what: str) -> None:

@@ -23,7 +23,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
-from aggregates import Instance
+from aggregates import Instance, Ref
 from incarnate._clock import Clock
 from statechart import Chart, Event, JsonValue
 from statechart.codec import SnapshotDelta
@@ -88,6 +88,11 @@ class Workshop(Protocol):
         """
         ...
 
+    @property
+    def embed_tasks(self) -> bool:
+        """Whether a task child born now is embedded in its parent (no stream of its own)."""
+        ...
+
 
 _UNLOADED = object()
 """What :meth:`UnitOfWork.load` finds for an instance it has not loaded yet (None: loaded, absent)."""
@@ -108,6 +113,8 @@ class UnitOfWork:
         self.fenced: set[UUID] = set()
         self.sent: tuple[UUID, int] | None = None
         """The message a ``send`` accepted in this commit: the instance and its inbox sequence number."""
+        self.embedded: list[Ref] = []
+        """The Refs of the embedded task children born in this commit."""
 
     def load(self, instance_id: UUID) -> Instance | None:
         """The instance, loaded once per unit of work (None when it does not exist)."""
@@ -138,6 +145,10 @@ class UnitOfWork:
         """Add a new instance to the commit."""
         self.created[instance.id] = instance
         self.follow(instance.id)
+
+    def embed(self, ref: Ref) -> None:
+        """Run the body of the embedded task child of ``ref`` once the commit has landed."""
+        self.embedded.append(ref)
 
     def follow(self, instance_id: UUID) -> None:
         """Give ``instance_id`` to the runner once the commit has landed."""

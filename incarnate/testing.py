@@ -93,10 +93,12 @@ def memory_engine(
     name: str | None = None,
     clock: Clock | None = None,
     http: HttpConfig | None = None,
+    embed_tasks: bool = False,
 ) -> Engine:
     """An engine over a named in-memory store, with a virtual clock and the deterministic runner.
 
-    ``http`` configures the Basic HTTP event I/O processor (its ingress base URL, retries).
+    ``http`` configures the Basic HTTP event I/O processor (its ingress base URL, retries);
+    ``embed_tasks`` embeds task children in their parents (see ``Engine``).
     """
     return Engine(
         charts,
@@ -105,6 +107,7 @@ def memory_engine(
         clock=clock or VirtualClock(0.0),
         runner=DeterministicRunner(),
         http=http,
+        embed_tasks=embed_tasks,
     )
 
 
@@ -122,7 +125,15 @@ def restart(engine: Engine, *, clock: Clock | None = None) -> Engine:
     runner: Runner = ThreadedRunner(old.workers) if isinstance(old, ThreadedRunner) else DeterministicRunner()
     engine.close()
     http = engine.parts.commits.http
-    fresh = Engine(charts, tasks, storage=storage, clock=clock or engine.clock, runner=runner, http=http)
+    fresh = Engine(
+        charts,
+        tasks,
+        storage=storage,
+        clock=clock or engine.clock,
+        runner=runner,
+        http=http,
+        embed_tasks=engine.parts.commits.embed_tasks,
+    )
     fresh.resume_all()
     return fresh
 
@@ -280,12 +291,14 @@ class _Plan:
         tasks: Mapping[str, TaskFunction],
         storage: Callable[[], Storage],
         now: float,
+        embed_tasks: bool = False,
     ) -> None:
         self.scenario = scenario
         self.charts = charts
         self.tasks = tasks
         self.storage = storage
         self.now = now
+        self.embed_tasks = embed_tasks
         self.commits = 0
         self.outcomes: dict[_Label, _Outcome] = {}
         self.transactional = False
@@ -315,6 +328,7 @@ class _Plan:
             storage=storage,
             clock=VirtualClock(self.now),
             runner=DeterministicRunner(),
+            embed_tasks=self.embed_tasks,
         )
 
 
@@ -509,6 +523,7 @@ def commit_points(
     storage: Callable[[], Storage] | None = None,
     points: Iterable[CrashPoint] = tuple(CrashPoint),
     now: float = 0.0,
+    embed_tasks: bool = False,
 ) -> Iterator[CommitPoint]:
     """One :class:`CommitPoint` per commit the scenario makes and per crash point.
 
@@ -518,11 +533,12 @@ def commit_points(
     a fresh, empty store per run (default: a named in-memory store);
     ``DURING_COMMIT`` needs a store whose commit is a transaction
     (:attr:`~incarnate.Storage.transactional`) and is left out on the others
-    (in memory).
+    (in memory). ``embed_tasks`` runs it on engines that embed task
+    children in their parents (see ``Engine``).
     A scenario with N commits yields N x len(points) points; one with no
     commit raises :class:`~incarnate.errors.ConfigurationError`.
     """
-    plan = _Plan(scenario, list(charts), dict(tasks or {}), storage or _memory_storage, now)
+    plan = _Plan(scenario, list(charts), dict(tasks or {}), storage or _memory_storage, now, embed_tasks)
     plan.dry_run()
     if plan.commits == 0:
         raise ConfigurationError(
@@ -543,10 +559,13 @@ def check_recovery(
     storage: Callable[[], Storage] | None = None,
     points: Iterable[CrashPoint] = tuple(CrashPoint),
     now: float = 0.0,
+    embed_tasks: bool = False,
 ) -> int:
     """Check every commit point of a scenario (see :func:`commit_points`); returns how many ran."""
     checked = 0
-    for point in commit_points(scenario, charts, tasks, storage=storage, points=points, now=now):
+    for point in commit_points(
+        scenario, charts, tasks, storage=storage, points=points, now=now, embed_tasks=embed_tasks
+    ):
         point.check()
         checked += 1
     return checked

@@ -15,7 +15,8 @@ travel and the timeline use them as they use a stored stream.
 Which fact of the parent ends the task:
 
 - the message it sent (its outcome): ``Completed`` with the output, or
-  ``Failed`` with the error; an ``error.invoke`` that reports a cancel
+  ``Failed`` with the error (and the traceback the message carries out of
+  the chart's sight, ``Message.trace``); an ``error.invoke`` that reports a cancel
   requested by someone other than the parent (``{"reason": "cancelled",
   "detail": …}``) is ``Cancelled`` with that detail;
 - without an outcome, the parent settling its activation as cancelled (it
@@ -98,6 +99,8 @@ class _Task:
             data = event.data
             if isinstance(data, dict) and _cancel_report(data):
                 self.end(Instance.Cancelled, at, reason=str(data["detail"]))
+            elif message.trace is not None and isinstance(data, dict):
+                self.end(Instance.Failed, at, error={**data, "traceback": message.trace})
             else:
                 self.end(Instance.Failed, at, error=data)
 

@@ -25,7 +25,7 @@ from uuid import UUID
 import attrs
 import msgspec
 
-from aggregates import Instance, InstanceKind, InstanceStatus, stored_topic, uuid_of
+from aggregates import Instance, InstanceKind, InstanceStatus, Ref, stored_topic, uuid_of
 from aggregates.errors import DecodeError
 
 
@@ -41,6 +41,11 @@ STARTED = _topic(Instance.Started)
 STEPPED = _topic(Instance.Stepped)
 STEPPED_STORED = stored_topic(Instance.Stepped)
 """The topic ``Stepped`` events are stored under now (with their format); older ones keep :data:`STEPPED`."""
+BIRTH_STORED = stored_topic(Instance.Birth)
+RESUME_STORED = stored_topic(Instance.ChildResume)
+"""The topics births are stored under from stored format 2 on (which may embed a task child)."""
+CHILD_RETRY = _topic(Instance.ChildRetry)
+CHILD_SETTLED = _topic(Instance.ChildSettled)
 MIGRATED = _topic(Instance.Migrated)
 COMPLETED = _topic(Instance.Completed)
 FAILED = _topic(Instance.Failed)
@@ -116,13 +121,54 @@ class ListingRow:
 # ------------------------------------------------------------------ the fold
 
 
-def needs_state(topic: str) -> bool:
+def needs_state(topic: str, plain: bytes | None = None) -> bool:
     """Whether :func:`apply_notification` reads the state of an event with ``topic``.
 
     Callers may pass an empty state for every other topic and skip decoding
     it (a ``Stepped`` event can be large: a first fan-out macrostep carries every new slot).
+    Some topics need the state only when the event may change an embedded
+    task's row (a birth that embeds one, a macrostep that settled a child):
+    given ``plain``, the stored JSON, those are told apart without decoding
+    it; without it, they count as needed.
     """
-    return topic in (STARTED, INCIDENT_RECORDED, CLAIMED)
+    if topic in (STARTED, INCIDENT_RECORDED, CLAIMED, CHILD_RETRY, CHILD_SETTLED):
+        return True
+    if topic in (BIRTH_STORED, RESUME_STORED):
+        return plain is None or _EMBEDS in plain
+    if topic == STEPPED_STORED:
+        return plain is None or _SETTLED_NOTHING not in plain
+    return False
+
+
+_EMBEDS = b'"embedded":true'
+_SETTLED_NOTHING = b'"settled":[]'
+"""How the compact stored JSON of a birth that embeds its task, and of a macrostep that settled
+nothing, read (see ``aggregates._codec``)."""
+
+
+def related_rows(topic: str, state: Mapping[str, Any]) -> list[UUID]:
+    """The ids of the embedded task rows an event of a parent may change (its children's).
+
+    A caller that folds events in batches loads these rows with the
+    events' own before folding them; an event that changes none of them
+    gives ``[]``.
+    """
+    if not state:
+        return []
+    try:
+        if topic in (BIRTH_STORED, RESUME_STORED):
+            return [_child_id(state["facts"]["ref"])] if state.get("embedded") else []
+        if topic in (CHILD_RETRY, CHILD_SETTLED):
+            return [_child_id(state["ref"])]
+        if topic == STEPPED_STORED:
+            return [_child_id(ref) for ref, _ in state.get("settled", ())]
+    except (KeyError, TypeError, ValueError):
+        return []  # the fold itself reports what does not read
+    return []
+
+
+def _child_id(ref: Mapping[str, Any]) -> UUID:
+    return Ref(uuid_of(ref["parent"]), ref["site"], ref["key"], ref["generation"]).child_id
 
 
 def apply_notification(
@@ -158,6 +204,92 @@ def apply_notification(
         rows[originator_id] = _changed(row, version=version, changed_at=at)
     else:
         rows[originator_id] = change(row, version, state, topic, at)
+    embedding = _EMBEDDING.get(topic) if state else None
+    if embedding is not None:
+        try:
+            embedding(rows, rows[originator_id], version, state, at)
+        except (KeyError, TypeError, ValueError) as error:
+            raise DecodeError(topic, originator_id, version, f"{type(error).__name__}: {error}") from error
+
+
+EMBEDDED_VERSION = 0
+"""The version of an embedded task's row: it has no stored event of its own (see
+:func:`projections.embedded_tasks`). Its row is made and ended by its parent's events."""
+
+
+def is_embedded(row: ListingRow) -> bool:
+    """Whether the row is of a task child embedded in its parent (no stream of its own)."""
+    return row.version == EMBEDDED_VERSION and row.parent is not None
+
+
+def _born(
+    rows: dict[UUID, ListingRow], parent: ListingRow, version: int, state: Mapping[str, Any], at: float
+) -> None:
+    if not state.get("embedded"):
+        return
+    facts = state["facts"]
+    task_id = _child_id(facts["ref"])
+    rows.setdefault(
+        task_id,
+        ListingRow(
+            id=task_id,
+            root=uuid_of(facts["root"]),
+            parent=parent.id,
+            kind=InstanceKind.TASK.value,
+            name=facts["name"],
+            status=InstanceStatus.BORN.value,
+            owner=parent.owner,
+            version=EMBEDDED_VERSION,
+            changed_at=at,
+        ),
+    )
+
+
+_SETTLED_STATUS = {
+    "done": InstanceStatus.DONE.value,
+    "failed": InstanceStatus.FAILED.value,
+    "cancelled": InstanceStatus.CANCELLED.value,
+}
+
+
+def _end_embedded(rows: dict[UUID, ListingRow], ref: Mapping[str, Any], status: str, at: float) -> None:
+    task_id = _child_id(ref)
+    row = rows.get(task_id)
+    if row is not None and is_embedded(row) and row.in_flight:
+        rows[task_id] = _changed(row, status=status, changed_at=at)
+
+
+def _retried(
+    rows: dict[UUID, ListingRow], parent: ListingRow, version: int, state: Mapping[str, Any], at: float
+) -> None:
+    status = InstanceStatus.CANCELLED if _cancel_report(state.get("error")) else InstanceStatus.FAILED
+    _end_embedded(rows, state["ref"], status.value, at)
+
+
+def _cancel_report(error: Any) -> bool:
+    """Whether a child's error reports a cancel someone other than its parent requested."""
+    return isinstance(error, dict) and error.keys() == {"reason", "detail"} and error["reason"] == "cancelled"
+
+
+def _settled_one(
+    rows: dict[UUID, ListingRow], parent: ListingRow, version: int, state: Mapping[str, Any], at: float
+) -> None:
+    _end_embedded(rows, state["ref"], _SETTLED_STATUS[state["settlement"]], at)
+
+
+def _settled_many(
+    rows: dict[UUID, ListingRow], parent: ListingRow, version: int, state: Mapping[str, Any], at: float
+) -> None:
+    trigger = state.get("trigger") or {}
+    for ref, settlement in state.get("settled", ()):
+        status = _SETTLED_STATUS[settlement]
+        if (
+            settlement == "failed"
+            and trigger.get("invoke_id") == {k: ref[k] for k in ("site", "key", "generation")}
+            and _cancel_report(trigger.get("data"))
+        ):
+            status = InstanceStatus.CANCELLED.value  # its failure was a cancel an operator asked for
+        _end_embedded(rows, ref, status, at)
 
 
 _FIELDS = tuple(field.name for field in attrs.fields(ListingRow))
@@ -335,6 +467,16 @@ _CHANGES: dict[str, _Change] = {
     ORPHANED: _orphaned,
 }
 """Events that change more than the version; every other Instance event only bumps it."""
+
+_Embedding = Callable[[dict[UUID, ListingRow], ListingRow, int, Mapping[str, Any], float], None]
+_EMBEDDING: dict[str, _Embedding] = {
+    BIRTH_STORED: _born,
+    RESUME_STORED: _born,
+    CHILD_RETRY: _retried,
+    CHILD_SETTLED: _settled_one,
+    STEPPED_STORED: _settled_many,
+}
+"""A parent's events that make or end the rows of its embedded task children (given their state)."""
 
 
 # ------------------------------------------------------------------ queries

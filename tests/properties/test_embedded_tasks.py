@@ -20,9 +20,9 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aggregates import Instance, InstanceKind
+from aggregates import ActivationState, Instance, InstanceKind
 from incarnate.testing import memory_engine
-from projections import embedded_history, embedded_tasks, instance_at
+from projections import Checkpoint, embedded_history, embedded_tasks, instance_at, resume_plan
 from statechart import Chart, RetryPolicy, final, invoke, state, transition
 from tests.properties.test_resume_plan import OPERATIONS, PICK, PROPERTY, STARTS, Operation, World
 from tests.scenarios import charts
@@ -46,13 +46,15 @@ ERRAND = Chart(
 
 
 class Errands(World):
-    """The resume-plan world, with the errand chart beside the others."""
+    """The resume-plan world, with the errand chart beside the others (``embed``: tasks embedded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, embed: bool = False) -> None:
         super().__init__()
         self.engine.close()
         self.engine.storage.forget()
-        self.engine = memory_engine([*charts.ALL, ERRAND], {"charge": self.charge}, clock=self.clock)
+        self.engine = memory_engine(
+            [*charts.ALL, ERRAND], {"charge": self.charge}, clock=self.clock, embed_tasks=embed
+        )
 
 
 @attrs.frozen
@@ -199,5 +201,49 @@ def test_only_embedded_births_rebuild_a_task(first: Operation, steps: list[tuple
             assert embedded_tasks(events) == {}
             for task_id, rebuilt in embedded_tasks(_embedded(events)).items():
                 assert embedded_history(_embedded(events), task_id) == rebuilt
+    finally:
+        world.close()
+
+
+@PROPERTY
+@given(first=STARTS, steps=STEPS)
+def test_an_engine_that_embeds_its_tasks_keeps_every_checkpoint_exact(
+    first: Operation, steps: list[tuple[Operation, bool]]
+) -> None:
+    """With tasks embedded, every instance's ResumePlan is its live checkpoint; a retained task has
+    finished exactly when its parent has heard its outcome; and every task is listed, and rebuilt, by
+    its id."""
+    world = Errands(embed=True)
+    try:
+        first.apply(world)
+        for operation, settle in steps:
+            operation.apply(world)
+            if settle:
+                world.engine.run_until_idle(max_units=5_000)
+        engine = world.engine
+        instances = list(engine.instances())
+        for instance in instances:
+            if instance.record.kind is InstanceKind.TASK:
+                continue
+            events = engine.events_of(instance.id)
+            chart = world.chart_of(instance)
+            assert resume_plan(events, chart) == Checkpoint.of(instance, chart)
+            for activation in instance.record.activations:
+                assert activation.embedded is (activation.kind is InstanceKind.TASK)
+                if activation.embedded:
+                    task = engine.instance(activation.child_id)
+                    assert task.record.parent == activation.ref
+                    told = any(m.source == task.id for m in instance.record.inbox)
+                    waiting = activation.state is ActivationState.RUNNING and not told
+                    assert task.record.status.finished is not waiting, (activation, task.record.status)
+        tasks = [i for i in instances if i.record.kind is InstanceKind.TASK]
+        assert all(engine.parts.journal.recorder.select_events(task.id) == [] for task in tasks)
+        listing = engine.parts.listing
+        listing.catch_up()
+        for task in tasks:
+            row = listing.get(task.id)
+            assert row is not None and row.parent == task.record.parent.parent  # type: ignore[union-attr]
+            if row.finished:
+                assert task.record.status.finished
     finally:
         world.close()

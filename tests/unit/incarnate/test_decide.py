@@ -54,6 +54,8 @@ class Bench:
         self.notified: list[UUID] = []
         self.alarms: list[tuple[float, UUID]] = []
 
+    embed_tasks = False
+
     def http_location(self, instance_id: UUID) -> str | None:
         return None  # no HTTP ingress
 
