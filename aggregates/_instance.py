@@ -8,7 +8,6 @@ and saves them together, so a macrostep is committed whole or not at all.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
@@ -96,6 +95,20 @@ def _detach_cancelled(inbox: tuple[Message, ...], settled: Iterable[Settled]) ->
         attrs.evolve(m, detached=True) if m.event.invoke_id in cancelled and not m.detached else m
         for m in inbox
     )
+
+
+def _with_settled(stepped: Any, settled: tuple[Settled, ...]) -> Any:
+    """``dataclasses.replace(stepped, settled=settled)`` without calling ``__init__`` again.
+
+    The event is a frozen dataclass whose other fields stay as they are: a
+    copy of its ``__dict__`` with ``settled`` replaced is the same event,
+    at a fifth of the cost (a settlement joins the macrostep of every
+    child outcome).
+    """
+    joined = object.__new__(type(stepped))
+    joined.__dict__.update(stepped.__dict__)
+    joined.__dict__["settled"] = settled
+    return joined
 
 
 def _check_embedded(instance_id: UUID, command: str, facts: BirthFacts, embedded: bool) -> None:
@@ -643,7 +656,7 @@ class Instance(Aggregate):
         pending = self._pending_events
         if pending and type(pending[-1]) is Instance.Stepped:
             stepped: Any = pending[-1]  # the domain's metaclass makes the fields, unseen by type checkers
-            pending[-1] = dataclasses.replace(stepped, settled=(*stepped.settled, (ref, settlement)))
+            pending[-1] = _with_settled(stepped, (*stepped.settled, (ref, settlement)))
             self.record = evolve_record(
                 self.record,
                 retained=_settle(self.record.retained, ref),

@@ -25,8 +25,9 @@ from uuid import UUID
 import attrs
 
 from aggregates import Instance, InstanceKind, InstanceStatus
+from incarnate._reads import embedded_copy
 from incarnate.errors import UnknownInstance, without_traceback
-from projections import ListingRow, TreeNode, born, call_tree, timeline
+from projections import ListingRow, TreeNode, born, call_tree, embedded_tasks, instance_at, timeline
 from statechart import Chart, JsonValue
 from statechart.errors import CodecError
 from statechart.shape import Shape
@@ -528,8 +529,12 @@ def call_tree_of(engine: Engine, instance_id: UUID) -> TreeNode:
 
     def children(instance: Instance) -> list[UUID]:
         # Every child it ever birthed, from its own events: reading the tree costs what the
-        # tree holds, whatever else the store holds.
-        return sorted(born(engine.events_of(instance.id)), key=generation)
+        # tree holds, whatever else the store holds. Its embedded tasks are rebuilt from the
+        # same events, once.
+        events = engine.events_of(instance.id)
+        for task_id, rebuilt in embedded_tasks(events).items():
+            loaded.setdefault(task_id, embedded_copy(instance_at(rebuilt, len(rebuilt))))
+        return sorted(born(events), key=generation)
 
     return call_tree(load, instance_id, configuration=lambda i: _configuration(engine, i), children=children)
 

@@ -118,6 +118,9 @@ def _log(engine_id: str, instance: Instance, event: Any) -> None:
     elif name == "Started":
         if BIRTH.isEnabledFor(logging.INFO):
             _started(engine_id, instance)
+    elif name in ("Birth", "ChildResume"):
+        if event.embedded and BIRTH.isEnabledFor(logging.INFO):
+            _embedded(engine_id, instance, event.facts, name)
     elif name == "ChildRetry":
         if RETRY.isEnabledFor(logging.INFO):
             ref = event.ref
@@ -245,6 +248,33 @@ def _started(engine_id: str, instance: Instance) -> None:
         birth.ref,
         birth.attempt,
         extra=fields(instance, engine_id, "Started", provenance=birth.provenance.value),
+    )
+
+
+def _embedded(engine_id: str, parent: Instance, facts: Any, name: str) -> None:
+    """The birth of an embedded task: logged as a task with a stream logs its ``Started``."""
+    ref = facts.ref
+    BIRTH.info(
+        "%s task %s %r as %s, attempt %d (embedded in its parent)",
+        "resumed" if facts.previous is not None else "born",
+        ref.child_id,
+        facts.name,
+        ref,
+        facts.attempt,
+        extra={
+            "instance_id": str(ref.child_id),
+            "chart": facts.name,
+            "kind": "task",
+            "root_id": str(facts.root),
+            "owner": parent.record.owner,
+            "engine_id": engine_id,
+            "fact": name,
+            "parent_id": str(ref.parent),
+            "ref": str(ref),
+            "generation": ref.generation,
+            "attempt": facts.attempt,
+            "provenance": facts.provenance.value,
+        },
     )
 
 

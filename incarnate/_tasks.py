@@ -242,18 +242,27 @@ def run_embedded_task(engine: EmbeddingHost, task_id: UUID) -> Decision | None:
         return Decision("parked", f"unknown task {activation.name!r}")
     slot = parent.record.slots.get((ref.site, ref.key))
     call = TaskCall(task_id, ref, activation.attempt, slot.get("input") if slot is not None else None)
-    record = InstanceRecord(
-        InstanceKind.TASK,
-        activation.name,
-        "",
-        call.input,
+    owner, root, ancestry, traceparent = (
         parent.record.owner,
         parent.record.root,
-        ref,
-        None,
         parent.record.ancestry,
-        traceparent=parent.record.traceparent,
+        parent.record.traceparent,
     )
+
+    def record() -> InstanceRecord:  # what its span says of it, made only when spans are recorded
+        return InstanceRecord(
+            InstanceKind.TASK,
+            activation.name,
+            "",
+            call.input,
+            owner,
+            root,
+            ref,
+            None,
+            ancestry,
+            traceparent=traceparent,
+        )
+
     failure: dict[str, JsonValue] | None = None
     trace: str | None = None
     raised: Exception | None = None
@@ -301,7 +310,7 @@ def run_embedded_task(engine: EmbeddingHost, task_id: UUID) -> Decision | None:
         engine.embedded.pop(task_id, None)
         if kind == "failed":
             _log_failure(
-                engine, task_id, activation.name, record.owner, call, raised, retried=_retried(engine, call)
+                engine, task_id, activation.name, owner, call, raised, retried=_retried(engine, call)
             )
         return Decision(f"task-{kind}", activation.name)
     return None

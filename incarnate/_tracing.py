@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
@@ -240,11 +240,19 @@ def _end_pending() -> None:
 
 
 @contextlib.contextmanager
-def task_run(instance_id: UUID, record: InstanceRecord, engine_id: str) -> Iterator[None]:
-    """A span around one run of a task's body; an exception is recorded on it and propagates."""
+def task_run(
+    instance_id: UUID, record: InstanceRecord | Callable[[], InstanceRecord], engine_id: str
+) -> Iterator[None]:
+    """A span around one run of a task's body; an exception is recorded on it and propagates.
+
+    ``record`` may be given as a function that makes it: it is called only
+    when spans are recorded (an embedded task has no record of its own).
+    """
     if not _recording():
         yield
         return
+    if callable(record):
+        record = record()
     with _get_tracer().start_as_current_span(
         TASK_SPAN,
         context=_parent(record.traceparent),

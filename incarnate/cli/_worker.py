@@ -161,6 +161,13 @@ def _positive(option: str, value: float) -> None:
     "instead of waiting for its old heartbeat to lapse. Give each worker its own ID",
 )
 @click.option(
+    "--embed-tasks",
+    is_flag=True,
+    help="give task children born here no event streams of their own: the parent's Birth is the "
+    "task's birth and its outcome the parent's message (fewer events and reads per task; every "
+    "worker recovers either kind)",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LEVELS),
     default="info",
@@ -181,6 +188,7 @@ def worker(
     no_recovery: bool,
     ingress_url: str | None,
     engine_id: str | None,
+    embed_tasks: bool,
     log_level: str,
 ) -> int:
     """Serve a store as one worker of an engine group until SIGTERM or SIGINT."""
@@ -219,6 +227,7 @@ def worker(
             runner=ThreadedRunner(threads, task_workers=task_threads),
             engine_id=engine_id,
             http=http,
+            embed_tasks=embed_tasks,
         )
     except ChartInvalid as err:
         problems = "\n".join(f"  - {problem}" for problem in err.exceptions)

@@ -185,6 +185,29 @@ def test_a_root_started_by_a_client_is_taken_over_and_completed(tmp_path: Path) 
         assert len(runs.read_text().splitlines()) == 1
 
 
+def test_a_worker_that_embeds_tasks_runs_them_without_streams_of_their_own(tmp_path: Path) -> None:
+    """``--embed-tasks``: the task a worker's macrostep births is its parent's, and runs once."""
+    runs = tmp_path / "runs.txt"
+    with store("sqlite", tmp_path) as (_, db, engine):
+        with worker(
+            tmp_path, db, "--no-recovery", "--embed-tasks", env={RUNS_VARIABLE: str(runs)}
+        ) as running:
+            (errand,) = start_in_client(db, "errand")
+            assert wait_for(lambda: owner(engine, errand) == running.engine_id, 10.0) is not None
+            sent = run(sys.executable, "-m", "incarnate", "send", str(errand), "go", "--db", db)
+            assert sent.returncode == 0, sent.stderr
+            assert wait_for(lambda: status(engine, errand) == "done", 10.0) is not None, running.output()
+            running.terminate()
+        assert engine.instance(errand).record.output == {"n": 7}
+        [birth] = [e for e in engine.events_of(errand) if type(e).__name__ == "Birth"]
+        assert birth.embedded
+        task_id = birth.facts.child_id
+        assert engine.parts.journal.recorder.select_events(task_id) == []  # no stream of its own
+        assert engine.instance(task_id).record.output == {"n": 7}  # rebuilt from its parent's events
+        [line] = runs.read_text().splitlines()
+        assert line.startswith(str(task_id))
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_gracefully_and_frees_what_the_worker_held(
     signal_number: signal.Signals, tmp_path: Path

@@ -1,7 +1,9 @@
 """Charts and tasks the worker tests run in separate processes (``--charts``/``--tasks`` import paths).
 
 ``gate`` waits for an ``answer`` sent from anywhere. ``job`` runs the task
-``work`` once and completes with its output; ``work`` appends one line per
+``work`` once and completes with its output; ``errand`` waits for ``go``
+and then runs ``work`` (so the worker that steps it, not the process that
+started it, decides the task's birth); ``work`` appends one line per
 run to the file named by ``WORKER_TEST_RUNS`` (if set), so a test can count
 how often each task ran across processes.
 """
@@ -37,7 +39,18 @@ JOB = Chart(
     context=Job,
 )
 
-CHARTS: list[Chart[Any]] = [GATE, JOB]
+ERRAND = Chart(
+    "errand",
+    state("waiting", on=[transition("go", "working")]),
+    state(
+        "working",
+        invoke=[invoke("work", task="work", input={"n": 7})],
+        on=[transition("done.invoke.work", "done")],
+    ),
+    final("done", done_data=lambda context, event: event.data),
+)
+
+CHARTS: list[Chart[Any]] = [GATE, JOB, ERRAND]
 
 RUNS_VARIABLE = "WORKER_TEST_RUNS"
 

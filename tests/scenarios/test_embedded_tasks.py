@@ -11,6 +11,7 @@ children, the listing) answering for the task by its id.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 
 from aggregates import ActivationState, Instance, InstanceKind, InstanceStatus
 from incarnate import DeterministicRunner, Engine, Storage, TaskCall, ThreadedRunner, VirtualClock
+from incarnate.cli import main
 from incarnate.errors import EngineError
 from incarnate.testing import CrashPoint, SimulatedCrash, check_recovery, crash_at, memory_engine, restart
 from projections import resume_plan
@@ -372,3 +374,50 @@ def test_time_travel_shows_an_embedded_task_alone_and_in_its_tree(engine: Engine
     last = engine.at(errand, tree.positions, tree=True)
     assert last.instances[task_id].record.output == "receipt-1"
     assert last.positions == len(engine.events_of(errand)) + 2  # the parent's events and the task's two
+
+
+def test_the_command_line_shows_an_embedded_task_in_its_tree_and_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cli.db"
+    with Engine([ERRAND], {"charge": Bank()}, storage=Storage.sqlite(path), embed_tasks=True) as engine:
+        errand = engine.start("errand")
+        engine.run_until_idle()
+        task_id = engine.children(errand)[0].id if engine.children(errand) else None
+        [task] = [i for i in engine.instances() if i.record.kind is InstanceKind.TASK]
+    assert task_id is None  # its outcome was consumed: the parent retains nothing
+    assert main(["tree", str(errand), "--db", str(path)]) == 0
+    tree = capsys.readouterr().out
+    assert str(task.id)[:8] in tree and "charge" in tree and "done" in tree
+    assert main(["show", str(task.id), "--db", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "done" in shown and "receipt-1" in shown
+    assert main(["list", "--all", "--db", str(path)]) == 0
+    listed = capsys.readouterr().out
+    assert str(task.id)[:8] in listed
+
+
+def test_an_embedded_birth_is_logged_as_a_task_birth_with_its_fields(
+    bank: Bank, caplog: pytest.LogCaptureFixture
+) -> None:
+    bank.declines = 1
+    clock = VirtualClock(0.0)
+    caplog.set_level(logging.INFO, logger="incarnate")
+    engine = memory_engine([ERRAND], {"charge": bank}, clock=clock, embed_tasks=True)
+    try:
+        errand = engine.start("errand")
+        engine.run_until_idle()
+        clock.advance(60.0)
+        engine.run_until_idle()
+        births = [
+            r for r in caplog.records if r.name == "incarnate.engine.birth" and r.__dict__["kind"] == "task"
+        ]
+        first, second = [i for i in engine.instances() if i.record.kind is InstanceKind.TASK]
+        assert [r.__dict__["instance_id"] for r in births] == [str(first.id), str(second.id)]
+        assert [r.__dict__["provenance"] for r in births] == ["birth", "retry"]
+        assert all(r.__dict__["parent_id"] == str(errand) and r.__dict__["chart"] == "charge" for r in births)
+        assert births[1].__dict__["attempt"] == 2 and births[1].__dict__["ref"] == str(second.record.parent)
+        failed = [r for r in caplog.records if r.name == "incarnate.tasks" and r.levelno == logging.WARNING]
+        assert [r.__dict__["instance_id"] for r in failed] == [str(first.id)]
+    finally:
+        engine.close()
