@@ -865,6 +865,8 @@ class Engine:
         for row in parts.listing.rows(in_flight=True):
             if row.id in seen or (holdings.is_acquired(row.id) and holdings.holds(row.id)):
                 continue
+            if is_embedded(row):
+                continue  # its parent's: recovered with it (there is nothing of it to claim)
             owner = row.owner
             if owner not in live:
                 live[owner] = _ownership.is_live(parts, owner)

@@ -57,7 +57,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from incarnate._ownership import TakeOver, orphan, take_over_batch
 from incarnate.errors import ConfigurationError, Fenced, StorageError, TreeHeld
-from projections import CheckpointError, ListingRow
+from projections import CheckpointError, ListingRow, is_embedded
 
 if TYPE_CHECKING:
     from incarnate._engine import Engine
@@ -543,6 +543,8 @@ class RecoveryManager:
             parent = row.parent
             if parent is None or parent in listed or row.id in running or now - row.changed_at < grace:
                 continue
+            if is_embedded(row):
+                continue  # an embedded task lives in its parent's events: never an orphan of its own
             if parent not in vanished:
                 vanished[parent] = self._vanished(parent)
             if vanished[parent]:

@@ -421,3 +421,38 @@ def test_an_embedded_birth_is_logged_as_a_task_birth_with_its_fields(
         assert [r.__dict__["instance_id"] for r in failed] == [str(first.id)]
     finally:
         engine.close()
+
+
+def test_resume_all_reads_nothing_of_an_embedded_task(tmp_path: Path) -> None:
+    """A pending tree's embedded task is recovered with its parent: no take-over, no read of its own."""
+    path = tmp_path / "pending.db"
+    with Engine([ERRAND], {"charge": Bank()}, storage=Storage.sqlite(path), embed_tasks=True) as dead:
+        errands = [dead.start("errand") for _ in range(5)]  # born, never run
+    bank = Bank()
+    fresh = Engine(
+        [ERRAND],
+        {"charge": bank},
+        storage=Storage.sqlite(path),
+        runner=DeterministicRunner(),
+        embed_tasks=True,
+    )
+    try:
+        tasks = {i.id for i in fresh.instances() if i.record.kind is InstanceKind.TASK}
+        assert len(tasks) == 5
+        recorder = fresh.parts.journal.recorder
+        asked: list[uuid.UUID] = []
+        select = recorder.select_events
+
+        def spying(originator_id: uuid.UUID, *args: object, **kwargs: object) -> object:
+            asked.append(uuid.UUID(str(originator_id)))
+            return select(originator_id, *args, **kwargs)  # type: ignore[arg-type]
+
+        recorder.select_events = spying  # type: ignore[method-assign]
+        assert fresh.resume_all() == 5  # the five parents; their tasks are theirs
+        assert not tasks & set(asked)
+        recorder.select_events = select  # type: ignore[method-assign]
+        fresh.run_until_idle()
+        assert [fresh.result(errand) for errand in errands] == ["receipt-1"] * 5
+        assert len(bank.keys) == 5
+    finally:
+        fresh.close()
