@@ -318,6 +318,25 @@ def _create_child(workshop: Workshop, uow: UnitOfWork, facts: BirthFacts, *, car
     )
 
 
+def _incarnate(
+    workshop: Workshop, uow: UnitOfWork, instance: Instance, facts: BirthFacts, *, careful: bool
+) -> None:
+    """Record a first incarnation (``Birth``) or a retry's (``ChildResume``) and create the child.
+
+    A task child is embedded in ``instance`` when the engine embeds tasks:
+    nothing is created, and its body is handed to the runner after the commit.
+    """
+    embedded = facts.kind is InstanceKind.TASK and workshop.embed_tasks
+    if facts.previous is None:
+        instance.record_birth(facts, embedded=embedded)
+    else:
+        instance.record_resume(facts, embedded=embedded)
+    if embedded:
+        uow.embed(facts.ref)
+    else:
+        _create_child(workshop, uow, facts, careful=careful)
+
+
 def _apply(
     workshop: Workshop,
     uow: UnitOfWork,
@@ -344,26 +363,18 @@ def _apply(
     for effect in effects:
         match effect:
             case BirthChild():
-                facts = _facts(instance, chart, effect, armed_step)
-                if facts.kind is InstanceKind.TASK and workshop.embed_tasks:
-                    instance.record_birth(facts, embedded=True)
-                    uow.embed(facts.ref)
-                else:
-                    instance.record_birth(facts)
-                    _create_child(workshop, uow, facts, careful=careful)
+                _incarnate(
+                    workshop, uow, instance, _facts(instance, chart, effect, armed_step), careful=careful
+                )
             case RetryChild():
                 instance.record_retry(
                     _ref(instance, effect.failed), effect.attempt, effect.deadline, effect.error
                 )
                 uow.watch(effect.deadline, instance.id)
             case ResumeChild():
-                facts = _facts(instance, chart, effect, armed_step)
-                if facts.kind is InstanceKind.TASK and workshop.embed_tasks:
-                    instance.record_resume(facts, embedded=True)
-                    uow.embed(facts.ref)
-                else:
-                    instance.record_resume(facts)
-                    _create_child(workshop, uow, facts, careful=careful)
+                _incarnate(
+                    workshop, uow, instance, _facts(instance, chart, effect, armed_step), careful=careful
+                )
             case CancelChild():
                 ref = _ref(instance, effect.invoke_id)
                 activation = instance.record.activation(ref.site, ref.key)

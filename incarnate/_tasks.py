@@ -130,6 +130,32 @@ async def _await(awaitable: Awaitable[JsonValue]) -> JsonValue:
     return await awaitable
 
 
+_Ran = tuple[JsonValue, dict[str, JsonValue] | None, str, Exception | None]
+"""A body's run: its output, or its failure (error type and message), traceback and exception."""
+
+
+def _run_body(
+    engine: TaskHost,
+    fn: TaskFunction,
+    call: TaskCall,
+    name: str,
+    record: InstanceRecord | Callable[[], InstanceRecord],
+) -> _Ran | None:
+    """Run a task's body in its span; None when its event loop stopped first (it runs again later).
+
+    An exception is the failure its parent is told of, logged once that is
+    committed (a fenced outcome is no fact).
+    """
+    try:
+        with _tracing.task_run(call.instance_id, record, engine.engine_id):
+            return _call(fn, call, engine.task_loop), None, "", None
+    except LoopGone as gone:
+        log.info("task %s not finished: %s; it runs again later", name, gone)
+        return None
+    except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
+        return None, {"error": type(error).__name__, "message": str(error)}, traceback_text(error), error
+
+
 def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
     """Run a born task child and commit its outcome with the parent's notification.
 
@@ -154,20 +180,10 @@ def run_task(engine: TaskHost, instance_id: UUID) -> Decision | None:
         engine.save_instances(instance)
         return Decision("parked", f"unknown task {record.name!r}")
     call = TaskCall(instance_id, facts.ref, facts.attempt, record.input)
-    failure: dict[str, JsonValue] | None = None
-    trace = ""
-    raised: Exception | None = None
-    output: JsonValue = None
-    try:
-        with _tracing.task_run(instance_id, record, engine.engine_id):
-            output = _call(fn, call, engine.task_loop)
-    except LoopGone as gone:
-        log.info("task %s not finished: %s; it runs again later", record.name, gone)
+    ran = _run_body(engine, fn, call, record.name, record)
+    if ran is None:
         return None
-    except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
-        raised = error  # logged once the failure is committed (a fenced outcome is no fact)
-        failure = {"error": type(error).__name__, "message": str(error)}
-        trace = traceback_text(error)
+    output, failure, trace, raised = ran
     fresh = False  # this engine's last copies of the task and its parent; a stale one conflicts
     along = True  # step the parent in the same commit (not after that failed or was refused)
     for _ in range(20):
@@ -263,20 +279,10 @@ def run_embedded_task(engine: EmbeddingHost, task_id: UUID) -> Decision | None:
             traceparent=traceparent,
         )
 
-    failure: dict[str, JsonValue] | None = None
-    trace: str | None = None
-    raised: Exception | None = None
-    output: JsonValue = None
-    try:
-        with _tracing.task_run(task_id, record, engine.engine_id):
-            output = _call(fn, call, engine.task_loop)
-    except LoopGone as gone:
-        log.info("task %s not finished: %s; it runs again later", activation.name, gone)
+    ran = _run_body(engine, fn, call, activation.name, record)
+    if ran is None:
         return None
-    except Exception as error:  # noqa: BLE001 - a task's failure is data for its parent
-        raised = error
-        failure = {"error": type(error).__name__, "message": str(error)}
-        trace = traceback_text(error)
+    output, failure, trace, raised = ran
     fresh = False
     along = True
     for _ in range(20):
@@ -298,7 +304,7 @@ def run_embedded_task(engine: EmbeddingHost, task_id: UUID) -> Decision | None:
         else:
             event = done_invoke_event(ref.invoke_id, output)
             kind = "completed"
-        parent.accept(event, source=task_id, sent_at=now, trace=trace)
+        parent.accept(event, source=task_id, sent_at=now, trace=trace if failure is not None else None)
         uow.follow(parent.id)
         outcome = engine.commit_along(uow, parent.id, along=along, careful=fresh)
         if outcome == "conflict":

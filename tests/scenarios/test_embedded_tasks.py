@@ -447,7 +447,7 @@ def test_resume_all_reads_nothing_of_an_embedded_task(tmp_path: Path) -> None:
             asked.append(uuid.UUID(str(originator_id)))
             return select(originator_id, *args, **kwargs)  # type: ignore[arg-type]
 
-        recorder.select_events = spying  # type: ignore[method-assign]
+        recorder.select_events = spying  # type: ignore[method-assign, assignment]
         assert fresh.resume_all() == 5  # the five parents; their tasks are theirs
         assert not tasks & set(asked)
         recorder.select_events = select  # type: ignore[method-assign]
