@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -174,6 +175,7 @@ def worker(db: str) -> int:
     engine.parts.heartbeat.configure(group="default", lease=WORKER_LEASE)
     engine.parts.heartbeat.beat()
     pending: dict[int, list[str]] = {}
+    writing = threading.Lock()
 
     def hook(point: str, uow: UnitOfWork) -> None:
         if point == "before-commit":
@@ -182,9 +184,14 @@ def worker(db: str) -> int:
             ]
         elif point == "after-commit":
             names = pending.pop(id(uow), [])
-            print("commit " + " ".join(names), flush=True)
+            text = "commit " + " ".join(names) + "\n"
             if any(name.endswith("ChildRetry") for name in names):
-                print(KILL_MARK, flush=True)
+                text += KILL_MARK + "\n"
+            # Threads commit concurrently: each commit's lines are written whole, or two of them
+            # interleave (a line without its end) and the demo misses the kill point.
+            with writing:
+                sys.stdout.write(text)
+                sys.stdout.flush()
 
     engine.parts.commits.hooks.append(hook)
     engine.start("order", id=ORDER_ID)
