@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from aggregates import ActivationState, Instance, InstanceKind, InstanceStatus
 from incarnate import DeterministicRunner, Engine, Storage, TaskCall, ThreadedRunner, VirtualClock
 from incarnate.cli import main
+from incarnate.console import create_app
 from incarnate.errors import EngineError
 from incarnate.testing import CrashPoint, SimulatedCrash, check_recovery, crash_at, memory_engine, restart
 from projections import resume_plan
@@ -456,3 +458,25 @@ def test_resume_all_reads_nothing_of_an_embedded_task(tmp_path: Path) -> None:
         assert len(bank.keys) == 5
     finally:
         fresh.close()
+
+
+def test_the_console_shows_an_embedded_task_and_its_traceback(tmp_path: Path) -> None:
+    bank = Bank(declines=1)
+    path = tmp_path / "console.db"
+    clock = VirtualClock(0.0)
+    with Engine(
+        [ERRAND], {"charge": bank}, storage=Storage.sqlite(path), clock=clock, embed_tasks=True
+    ) as engine:
+        errand = engine.start("errand")
+        engine.run_until_idle()
+        clock.advance(60.0)
+        engine.run_until_idle()
+        first, second = [i for i in engine.instances() if i.record.kind is InstanceKind.TASK]
+    with TestClient(base_url="http://127.0.0.1", app=create_app(str(path), charts=[ERRAND])) as client:
+        failed = client.get(f"/instances/{first.id}")
+        parent = client.get(f"/instances/{errand}")
+        done = client.get(f"/instances/{second.id}")
+    assert failed.status_code == 200 and '<pre class="traceback" id="traceback">Traceback' in failed.text
+    assert "declined attempt 1" in failed.text
+    assert done.status_code == 200 and "receipt-2" in done.text
+    assert parent.status_code == 200 and str(second.id)[:8] in parent.text
