@@ -170,17 +170,20 @@ class Listing:
             self._read(n, originator, now) for n, originator in zip(notifications, originators, strict=True)
         ]
         # A parent's event may make or end its embedded tasks' rows: those are loaded with the rest.
-        wanted = set(originators)
-        for notification, (state, _) in zip(notifications, read, strict=True):
-            if state:
-                wanted.update(related_rows(notification.topic, state))
+        related = [
+            related_rows(n.topic, state) if state else []
+            for n, (state, _) in zip(notifications, read, strict=True)
+        ]
+        wanted = set(originators).union(*related)
         with self._storage_errors("read listing rows"):
             before = tables.load(wanted)
         rows = dict(before)
         first_seen: dict[UUID, int] = {}
-        for notification, originator, (state, at) in zip(notifications, originators, read, strict=True):
+        for notification, originator, (state, at), others in zip(
+            notifications, originators, read, related, strict=True
+        ):
             self._fold(rows, notification, originator, state, at)
-            for row_id in (originator, *related_rows(notification.topic, state or {})):
+            for row_id in (originator, *others):
                 if row_id not in before and row_id in rows:
                     first_seen.setdefault(row_id, notification.id)
         changes = sorted(
