@@ -357,6 +357,30 @@ class StoreContract:
         assert tables.write(list(enumerate(rows, start=1)), expected=0, position=1)
         assert tables.load({r.id for r in rows}) == {r.id: r for r in rows}
 
+    def test_load_tasks_finds_the_in_flight_embedded_rows_of_the_given_parents(
+        self, open_tables: Callable[[], ListingTables]
+    ) -> None:
+        """Embedded task rows (version 0) still in flight, by parent: no other row, and not a finished one."""
+        tables = open_tables()
+        first, second, third = listing_row(), listing_row(), listing_row()
+        born = listing_row(parent=first.id, version=0)
+        running = listing_row(parent=first.id, version=0, status="running")
+        finished = listing_row(parent=first.id, version=0, status="done")
+        streamed = listing_row(parent=first.id)  # a child with a stream of its own
+        other = listing_row(parent=second.id, version=0)
+        rows = [first, second, third, born, running, finished, streamed, other]
+        assert tables.write(list(enumerate(rows, start=1)), expected=0, position=1)
+        assert tables.load_tasks({first.id}) == {born.id: born, running.id: running}
+        assert tables.load_tasks({first.id, second.id, third.id}) == {
+            born.id: born,
+            running.id: running,
+            other.id: other,
+        }
+        assert tables.load_tasks(set()) == {} and tables.load_tasks({third.id}) == {}
+        ended = attrs.evolve(running, status="cancelled")
+        assert tables.write([(9, ended)], expected=1, position=2)
+        assert tables.load_tasks({first.id}) == {born.id: born}
+
     @pytest.mark.parametrize("changed_at", [0.0, 1_800_000_000.123456])
     def test_changed_at_round_trips(
         self, open_tables: Callable[[], ListingTables], changed_at: float

@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
@@ -55,7 +55,9 @@ from projections._listing import (
     ListingRow,
     apply_notification,
     apply_undecodable,
+    ends_instance,
     event_time,
+    is_embedded,
     needs_state,
     related_rows,
 )
@@ -175,14 +177,24 @@ class Listing:
             for n, (state, _) in zip(notifications, read, strict=True)
         ]
         wanted = set(originators).union(*related)
+        # A parent's end ends its embedded tasks still in flight, which it does not name.
+        ending = {o for n, o in zip(notifications, originators, strict=True) if ends_instance(n.topic)}
         with self._storage_errors("read listing rows"):
             before = tables.load(wanted)
+            if ending:
+                before.update(tables.load_tasks(ending))
         rows = dict(before)
+        tasks: dict[UUID, list[UUID]] = {}
+        for row in before.values():
+            if row.parent in ending and is_embedded(row):
+                tasks.setdefault(row.parent, []).append(row.id)
         first_seen: dict[UUID, int] = {}
         for notification, originator, (state, at), others in zip(
             notifications, originators, read, related, strict=True
         ):
-            self._fold(rows, notification, originator, state, at)
+            if others and originator in ending:
+                tasks.setdefault(originator, []).extend(others)
+            self._fold(rows, notification, originator, state, at, tasks.get(originator, ()))
             for row_id in (originator, *others):
                 if row_id not in before and row_id in rows:
                     first_seen.setdefault(row_id, notification.id)
@@ -225,6 +237,7 @@ class Listing:
         originator: UUID,
         state: dict[str, Any] | None,
         at: float,
+        tasks: Iterable[UUID],
     ) -> None:
         topic = notification.topic
         version = notification.originator_version
@@ -234,7 +247,7 @@ class Listing:
         if not topic.startswith(INSTANCE_TOPIC_PREFIX):
             return
         try:
-            apply_notification(rows, topic, originator, version, state, at=at)
+            apply_notification(rows, topic, originator, version, state, at=at, tasks=tasks)
         except DecodeError as error:
             self._undecodable(topic, originator, version, error)
             apply_undecodable(rows, originator, version, at=at)

@@ -2,7 +2,14 @@
 
 from projections._embedded import embedded_history, embedded_tasks
 from projections._history import instance_at, interleave, versions_at
-from projections._listing import ListingRow, apply_notification, in_flight, is_embedded, select_rows
+from projections._listing import (
+    ListingRow,
+    apply_notification,
+    ends_instance,
+    in_flight,
+    is_embedded,
+    select_rows,
+)
 from projections._resume import Checkpoint, resume_plan
 from projections._tree import TimelineEntry, TreeNode, born, call_tree, render_timeline, render_tree, timeline
 from projections._whatif import (
@@ -30,6 +37,7 @@ __all__ = [
     "embedded_tasks",
     "ListingRow",
     "apply_notification",
+    "ends_instance",
     "in_flight",
     "is_embedded",
     "select_rows",

@@ -167,6 +167,22 @@ def related_rows(topic: str, state: Mapping[str, Any]) -> list[UUID]:
     return []
 
 
+_ENDS = frozenset((COMPLETED, FAILED, CANCELLED))
+
+
+def ends_instance(topic: str) -> bool:
+    """Whether an event of ``topic`` ends its instance.
+
+    It ends the rows of the instance's embedded tasks still in flight too (a
+    parent that fails by a step error leaves its activations running; the
+    rebuilt task is cancelled, see :func:`projections.embedded_history`). The
+    event does not name them, so :func:`related_rows` cannot: a caller that
+    folds it finds them by parent and passes them as ``tasks`` to
+    :func:`apply_notification`.
+    """
+    return topic in _ENDS
+
+
 def _child_id(ref: Mapping[str, Any]) -> UUID:
     return Ref(uuid_of(ref["parent"]), ref["site"], ref["key"], ref["generation"]).child_id
 
@@ -179,6 +195,7 @@ def apply_notification(
     state: Mapping[str, Any],
     *,
     at: float = 0.0,
+    tasks: Iterable[UUID] = (),
 ) -> None:
     """Fold one stored event into ``rows``, in place; a row it changes gets ``changed_at=at``.
 
@@ -188,7 +205,9 @@ def apply_notification(
     decoded with plain ``json`` (it may be empty when :func:`needs_state` is
     False). Events of other aggregates are ignored, and so is an event at or
     below a row's version: it was folded already, so re-delivering one
-    changes nothing.
+    changes nothing. ``tasks`` are the ids of the instance's embedded task
+    rows, for an event that :func:`ends_instance`: those still in flight end
+    as cancelled with it.
     """
     if not topic.startswith(INSTANCE_TOPIC_PREFIX):
         return
@@ -204,6 +223,12 @@ def apply_notification(
         rows[originator_id] = _changed(row, version=version, changed_at=at)
     else:
         rows[originator_id] = change(row, version, state, topic, at)
+        if topic in _ENDS:
+            for task_id in tasks:
+                task = rows.get(task_id)
+                if task is not None and task.parent == originator_id:
+                    _end_embedded_row(rows, task, InstanceStatus.CANCELLED.value, at)
+            return
     embedding = _EMBEDDING.get(topic) if state else None
     if embedding is not None:
         try:
@@ -253,10 +278,14 @@ _SETTLED_STATUS = {
 
 
 def _end_embedded(rows: dict[UUID, ListingRow], ref: Mapping[str, Any], status: str, at: float) -> None:
-    task_id = _child_id(ref)
-    row = rows.get(task_id)
-    if row is not None and is_embedded(row) and row.in_flight:
-        rows[task_id] = _changed(row, status=status, changed_at=at)
+    row = rows.get(_child_id(ref))
+    if row is not None:
+        _end_embedded_row(rows, row, status, at)
+
+
+def _end_embedded_row(rows: dict[UUID, ListingRow], row: ListingRow, status: str, at: float) -> None:
+    if is_embedded(row) and row.in_flight:
+        rows[row.id] = _changed(row, status=status, changed_at=at)
 
 
 def _retried(

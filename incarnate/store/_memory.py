@@ -22,7 +22,7 @@ from incarnate._storage import Storage, optional_setting
 from incarnate.errors import ConfigurationError
 from incarnate.store._port import Change, Heartbeat, Lease, Load
 from incarnate.store._sql import check_outcome, encode_load, read_load
-from projections import ListingRow, select_rows
+from projections import ListingRow, is_embedded, select_rows
 from statechart import JsonValue
 
 PERSISTENCE_MODULE = "eventsourcing.popo"
@@ -98,6 +98,8 @@ class _Shared:
         self.lock = threading.Lock()
         self.recorder: ApplicationRecorder | None = None
         self.rows: dict[UUID, Change] = {}
+        self.tasks: dict[UUID, set[UUID]] = {}
+        """The ids of each parent's embedded task rows still in flight."""
         self.position = 0
         self.heartbeats: dict[str, Heartbeat] = {}
         self.loads: dict[str, str] = {}
@@ -215,6 +217,13 @@ class MemoryListingTables:
             found = (self._shared.rows.get(row_id) for row_id in ids)
             return {entry[1].id: entry[1] for entry in found if entry is not None}
 
+    def load_tasks(self, parents: Collection[UUID]) -> dict[UUID, ListingRow]:
+        """The in-flight rows of embedded tasks whose parent is in ``parents``."""
+        shared = self._shared
+        with shared.lock:
+            ids = [task_id for parent in parents for task_id in shared.tasks.get(parent, ())]
+            return {task_id: shared.rows[task_id][1] for task_id in ids}
+
     def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
         """Move the position and upsert the rows, or nothing when the position moved."""
         shared = self._shared
@@ -227,6 +236,14 @@ class MemoryListingTables:
                 entries[row.id] = (seq if existing is None else existing[0], row)
             # Nothing is changed until every change is known, as a transaction would.
             shared.rows.update(entries)
+            for _, row in entries.values():
+                if row.parent is not None and is_embedded(row):
+                    if row.in_flight:
+                        shared.tasks.setdefault(row.parent, set()).add(row.id)
+                    elif (tasks := shared.tasks.get(row.parent)) is not None:
+                        tasks.discard(row.id)
+                        if not tasks:
+                            del shared.tasks[row.parent]
             shared.position = position
             return True
 
@@ -240,6 +257,7 @@ class MemoryListingTables:
         """Forget every row and the position."""
         with self._shared.lock:
             self._shared.rows.clear()
+            self._shared.tasks.clear()
             self._shared.position = 0
 
     def close(self) -> None:

@@ -82,6 +82,14 @@ class ListingTables(Protocol):
         """
         ...
 
+    def load_tasks(self, parents: Collection[UUID]) -> dict[UUID, ListingRow]:
+        """The in-flight rows of embedded tasks (see ``projections.is_embedded``) of ``parents``.
+
+        An event that ends a parent ends these rows too; it does not name them.
+        :class:`UnreadableRow` when a stored row does not read back.
+        """
+        ...
+
     def write(self, changes: Sequence[Change], expected: int, position: int) -> bool:
         """Move the position from ``expected`` to ``position`` and upsert ``changes``, atomically.
 

@@ -642,9 +642,9 @@ class PostgresListingTables(_Postgres, SQLListingTables):
         with self._connection.get().cursor() as cursor:
             cursor.executemany(statement, rows)
 
-    def where_ids(self, ids: Sequence[UUID]) -> Iterator[tuple[str, Parameters]]:
-        """``id = ANY(…)``: one statement for every id."""
-        yield f"id = ANY({self.mark('ids')})", {"ids": list(ids)}
+    def where_ids(self, ids: Sequence[UUID], column: str = "id") -> Iterator[tuple[str, Parameters]]:
+        """``column = ANY(…)``: one statement for every id."""
+        yield f"{column} = ANY({self.mark('ids')})", {"ids": list(ids)}
 
     def add_changed_at(self, connection: Connection) -> None:
         """``ADD COLUMN IF NOT EXISTS``."""

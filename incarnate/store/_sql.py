@@ -34,6 +34,8 @@ HEARTBEATS_TABLE = "incarnate_heartbeats"
 LEASES_TABLE = "incarnate_leases"
 
 IN_FLIGHT_SQL = "status IN ('born', 'running', 'parked')"
+TASKS_SQL = f"version = 0 AND {IN_FLIGHT_SQL}"
+"""The rows of embedded tasks still in flight (an embedded task's row has version 0)."""
 """Written identically in the partial index and the queries, so both stores use the index."""
 COLUMNS = (
     "id",
@@ -185,6 +187,7 @@ def listing_creation(dialect: Dialect) -> list[str]:
         f"has_snapshot {types.boolean} NOT NULL, changed_at {types.double} NOT NULL DEFAULT 0)",
         f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_seq ON {rows} (seq)",
         f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_in_flight ON {rows} (seq) WHERE {IN_FLIGHT_SQL}",
+        f"CREATE INDEX IF NOT EXISTS {ROWS_TABLE}_tasks ON {rows} (parent) WHERE {TASKS_SQL}",
         f"CREATE TABLE IF NOT EXISTS {tracking} "
         f"(name {types.text} PRIMARY KEY, position {types.bigint} NOT NULL)",
         f"INSERT INTO {tracking} (name, position) VALUES ('{TRACKING_NAME}', 0) "
@@ -234,8 +237,8 @@ class SQLListingTables(Dialect):
         """Run ``statement`` once per row, in the current transaction."""
 
     @abc.abstractmethod
-    def where_ids(self, ids: Sequence[UUID]) -> Iterator[tuple[str, Parameters]]:
-        """Conditions selecting the rows of ``ids``, each with its parameters: one statement each."""
+    def where_ids(self, ids: Sequence[UUID], column: str = "id") -> Iterator[tuple[str, Parameters]]:
+        """Conditions selecting rows whose ``column`` is in ``ids``, with parameters: a statement each."""
 
     @abc.abstractmethod
     def add_changed_at(self, connection: Connection) -> None:
@@ -263,11 +266,18 @@ class SQLListingTables(Dialect):
 
     def load(self, ids: Collection[UUID]) -> dict[UUID, ListingRow]:
         """The stored rows of ``ids``."""
+        return self._load(ids, "id", "")
+
+    def load_tasks(self, parents: Collection[UUID]) -> dict[UUID, ListingRow]:
+        """The in-flight rows of embedded tasks whose parent is in ``parents``."""
+        return self._load(parents, "parent", f"{TASKS_SQL} AND ")
+
+    def _load(self, ids: Collection[UUID], column: str, also: str) -> dict[UUID, ListingRow]:
         found: dict[UUID, ListingRow] = {}
         with self.lock:
             connection = self.connection()
-            for where, parameters in self.where_ids(list(ids)):
-                cursor = connection.execute(f"{self._rows} WHERE {where}", parameters)
+            for where, parameters in self.where_ids(list(ids), column):
+                cursor = connection.execute(f"{self._rows} WHERE {also}{where}", parameters)
                 for values in cursor.fetchall():  # read whole: a bad row must not leave a statement open
                     row = read_row(values)
                     found[row.id] = row

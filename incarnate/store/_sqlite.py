@@ -287,11 +287,11 @@ class SQLiteListingTables(_SQLite, SQLListingTables):
         """``executemany``."""
         self._connection.executemany(statement, rows)
 
-    def where_ids(self, ids: Sequence[UUID]) -> Iterator[tuple[str, Parameters]]:
-        """``id IN (…)``, up to 500 ids per statement."""
+    def where_ids(self, ids: Sequence[UUID], column: str = "id") -> Iterator[tuple[str, Parameters]]:
+        """``column IN (…)``, up to 500 ids per statement."""
         for start in range(0, len(ids), LOAD_CHUNK):
             chunk = {f"id{n}": str(row_id) for n, row_id in enumerate(ids[start : start + LOAD_CHUNK])}
-            yield f"id IN ({', '.join(self.mark(name) for name in chunk)})", chunk
+            yield f"{column} IN ({', '.join(self.mark(name) for name in chunk)})", chunk
 
     def add_changed_at(self, connection: Connection) -> None:
         """Add the column when the table lacks it (SQLite has no ADD COLUMN IF NOT EXISTS)."""

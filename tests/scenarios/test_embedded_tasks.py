@@ -27,7 +27,7 @@ from incarnate.console import create_app
 from incarnate.errors import EngineError
 from incarnate.testing import CrashPoint, SimulatedCrash, check_recovery, crash_at, memory_engine, restart
 from projections import resume_plan
-from statechart import Chart, JsonValue, RetryPolicy, final, invoke, state, transition
+from statechart import Chart, JsonValue, RetryPolicy, always, final, invoke, state, transition
 from tests.scenarios.fleet import Fleet, fleet, fleet_storage, live, only_child
 
 __all__ = ["fleet", "fleet_storage"]
@@ -196,6 +196,46 @@ def test_the_listing_lists_an_embedded_task_under_its_parent(engine: Engine) -> 
     listing.catch_up()
     done = listing.get(task_id)
     assert done is not None and done.status == "done" and done.root == errand
+
+
+FRAGILE = Chart(
+    "fragile",
+    state(
+        "waiting",
+        invoke=[invoke("charge", task="charge", input={"amount": 5})],
+        on=[transition("done.invoke.charge", "paid"), transition("explode", "spin")],
+    ),
+    state("spin", on=[always("spin")]),
+    final("paid"),
+)
+"""``explode`` enters a loop of eventless transitions that never settles: a runaway macrostep fails
+the parent and leaves its activation running, as any step error does."""
+
+
+@pytest.mark.parametrize("end", ["explode", "cancel"])
+def test_a_parent_that_ends_with_its_task_running_ends_the_tasks_listing_row(end: str, bank: Bank) -> None:
+    engine = memory_engine([FRAGILE], {"charge": bank}, embed_tasks=True)
+    try:
+        fragile = engine.start("fragile")
+        task_id = _task_of(engine, fragile).id
+        listing = engine.parts.listing
+        listing.catch_up()
+        if end == "explode":
+            engine.send(fragile, "explode")
+        else:
+            engine.cancel(fragile, "stopped by an operator")
+        while engine.process(fragile) is not None:  # the parent ends before its task's turn
+            pass
+        engine.run_until_idle()
+        assert engine.instance(fragile).record.status in (InstanceStatus.FAILED, InstanceStatus.CANCELLED)
+        task = engine.instance(task_id)
+        assert task.record.status is InstanceStatus.CANCELLED
+        listing.catch_up()
+        row = listing.get(task_id)
+        assert row is not None and row.status == "cancelled"
+        assert task_id not in {r.id for r in listing.rows(in_flight=True)}
+    finally:
+        engine.close()
 
 
 def test_every_instance_lists_embedded_tasks_at_their_birth(engine: Engine) -> None:
