@@ -83,6 +83,16 @@ def make_event_converter() -> cattrs.Converter:
             trace=override(omit_if_default=True),
         ),
     )
+    # An embedded task's trace context is stored only when tracing gave it one (on an activation,
+    # and on the events whose classes name it in ``stored_if_set``).
+    converter.register_unstructure_hook_factory(
+        lambda cls: cls is Activation,
+        lambda cls: make_dict_unstructure_fn(cls, converter, traceparent=override(omit_if_default=True)),
+    )
+    converter.register_unstructure_hook_factory(
+        lambda cls: bool(getattr(cls, "stored_if_set", ())),
+        lambda cls: make_dict_unstructure_fn(cls, converter, **_if_set(cls)),
+    )
     # The record's keyed maps are stored as their values, in order (an InstanceSnapshot).
     converter.register_unstructure_hook(SlotData, lambda slots: list(slots.values()))
     converter.register_structure_hook(
@@ -152,18 +162,28 @@ def _optional_uuid(value: UUID | None) -> str | None:
     return None if value is None else _uuid_text(value)
 
 
+def _if_set(cls: type) -> dict[str, Any]:
+    """Overrides leaving out the fields an event class names in ``stored_if_set`` while at their default."""
+    return {name: override(omit_if_default=True) for name in getattr(cls, "stored_if_set", ())}
+
+
 def make_stored_converter() -> cattrs.Converter:
     """The event converter as the mapper stores events: the same JSON, produced with less work.
 
     An event's ``originator_id`` and ``originator_version`` are left out (they
-    are the stored event's own columns), and the fields in :data:`_PLAIN`
-    are passed through instead of being copied.
+    are the stored event's own columns), so are the fields an event class
+    names in ``stored_if_set`` while they hold their default, and the fields
+    in :data:`_PLAIN` are passed through instead of being copied.
     """
     converter = make_event_converter()
     converter.register_unstructure_hook_factory(
         _is_domain_event,
         lambda cls: make_dict_unstructure_fn(
-            cls, converter, originator_id=override(omit=True), originator_version=override(omit=True)
+            cls,
+            converter,
+            originator_id=override(omit=True),
+            originator_version=override(omit=True),
+            **_if_set(cls),
         ),
     )
     # cattrs' own identity: a tuple of such values is then unstructured by ``list`` alone.

@@ -111,13 +111,24 @@ def _with_settled(stepped: Any, settled: tuple[Settled, ...]) -> Any:
     return joined
 
 
-def _check_embedded(instance_id: UUID, command: str, facts: BirthFacts, embedded: bool) -> None:
-    """Only a task child may be embedded in its parent: a chart child steps, and needs a stream."""
+def _check_embedded(
+    instance_id: UUID, command: str, facts: BirthFacts, embedded: bool, traceparent: str | None
+) -> None:
+    """Only a task child may be embedded in its parent: a chart child steps, and needs a stream.
+
+    Only an embedded birth carries a trace context: a child with a stream keeps its own.
+    """
     if embedded and facts.kind is not InstanceKind.TASK:
         raise InvalidCommand(
             instance_id,
             command,
             f"{facts.ref} is a {facts.kind.value} child: only a task child may be embedded",
+        )
+    if traceparent is not None and not embedded:
+        raise InvalidCommand(
+            instance_id,
+            command,
+            f"{facts.ref} has a stream of its own: its trace context goes on its Started, not here",
         )
 
 
@@ -392,8 +403,11 @@ class Instance(Aggregate):
             record: InstanceRecord = aggregate.record
             inbox = record.inbox
             received = self.received
+            message_seq, keys = record.message_seq, record.keys
             if received is not None:  # accepted and consumed at once: it never entered the inbox
-                record = _accepted(record, received)
+                message_seq = received.seq  # as _accepted, in the one record this makes
+                if received.key is not None:
+                    keys = keys + (received.key,)
             elif self.consumed is not None:
                 inbox = _without(inbox, self.consumed)
             status = InstanceStatus.RUNNING if record.status is InstanceStatus.BORN else record.status
@@ -420,6 +434,8 @@ class Instance(Aggregate):
                 status=status,
                 retained=retained,
                 outbox=outbox,
+                message_seq=message_seq,
+                keys=keys,
             )
 
     def record_step(
@@ -500,13 +516,17 @@ class Instance(Aggregate):
         Stored format 2 adds ``embedded``: the child is a task with no
         event stream of its own (this fact is its birth; its outcome will be
         a message to this instance). Format-1 births were all of children
-        with streams of their own.
+        with streams of their own. An embedded birth also carries its
+        ``traceparent`` (stored only when set): the trace context of the
+        step that decided it, as a child's ``Started`` does.
         """
 
         class_version = 2
+        stored_if_set: ClassVar[tuple[str, ...]] = ("traceparent",)
 
         facts: BirthFacts
         embedded: bool = False
+        traceparent: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -528,11 +548,17 @@ class Instance(Aggregate):
                 facts.name,
                 (),
                 self.embedded,
+                self.traceparent,
             )
             aggregate.record = evolve_record(record, retained=record.retained.put(activation))
 
-    def record_birth(self, facts: BirthFacts, *, embedded: bool = False) -> None:
-        """Retain a first incarnation of a slot (``embedded``: a task child with no stream of its own)."""
+    def record_birth(
+        self, facts: BirthFacts, *, embedded: bool = False, traceparent: str | None = None
+    ) -> None:
+        """Retain a first incarnation of a slot (``embedded``: a task child with no stream of its own).
+
+        ``traceparent`` is an embedded task's trace context (see :class:`Birth`).
+        """
         self._require_live("record a birth")
         if facts.ref.parent != self.id:
             raise InvalidCommand(self.id, "record a birth", f"Ref {facts.ref} names another parent")
@@ -540,8 +566,8 @@ class Instance(Aggregate):
             raise InvalidCommand(
                 self.id, "record a birth", f"slot {facts.ref.site}[{facts.ref.key}] already has an activation"
             )
-        _check_embedded(self.id, "record a birth", facts, embedded)
-        self.trigger_event(self.Birth, facts=facts, embedded=embedded)
+        _check_embedded(self.id, "record a birth", facts, embedded, traceparent)
+        self.trigger_event(self.Birth, facts=facts, embedded=embedded, traceparent=traceparent)
 
     class ChildRetry(Fact):
         """The retained incarnation failed; attempt ``attempt`` is due at ``deadline`` (the retry cursor)."""
@@ -578,13 +604,15 @@ class Instance(Aggregate):
     class ChildResume(Fact):
         """A fresh incarnation of a retried slot (new generation and Ref, next attempt).
 
-        Stored format 2 adds ``embedded``, as for :class:`Birth`.
+        Stored format 2 adds ``embedded`` and ``traceparent``, as for :class:`Birth`.
         """
 
         class_version = 2
+        stored_if_set: ClassVar[tuple[str, ...]] = ("traceparent",)
 
         facts: BirthFacts
         embedded: bool = False
+        traceparent: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -605,11 +633,15 @@ class Instance(Aggregate):
                 armed_step=facts.armed_step,
                 provenance=Provenance.RETRY,
                 embedded=self.embedded,
+                traceparent=self.traceparent,
             )
             aggregate.record = evolve_record(record, retained=record.retained.put(fresh))
 
-    def record_resume(self, facts: BirthFacts, *, embedded: bool = False) -> None:
-        """Replace a retrying activation by its fresh incarnation (``embedded``: see :meth:`record_birth`)."""
+    def record_resume(
+        self, facts: BirthFacts, *, embedded: bool = False, traceparent: str | None = None
+    ) -> None:
+        """Replace a retrying activation by its fresh incarnation (``embedded``, ``traceparent``: see
+        :meth:`record_birth`)."""
         self._require_live("record a child resume")
         previous = facts.previous
         activation = self.record.activation(facts.ref.site, facts.ref.key)
@@ -626,8 +658,8 @@ class Instance(Aggregate):
             raise InvalidCommand(
                 self.id, "record a child resume", "a resume needs the next attempt and a newer generation"
             )
-        _check_embedded(self.id, "record a child resume", facts, embedded)
-        self.trigger_event(self.ChildResume, facts=facts, embedded=embedded)
+        _check_embedded(self.id, "record a child resume", facts, embedded, traceparent)
+        self.trigger_event(self.ChildResume, facts=facts, embedded=embedded, traceparent=traceparent)
 
     class ChildSettled(Fact):
         """A slot no longer needs its activation: output consumed, failed for good, or cancelled."""

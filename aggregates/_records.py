@@ -92,6 +92,10 @@ class Activation:
     """A task child with no event stream of its own (stored format 2 of ``Birth``): its birth is
     the parent's ``Birth`` or ``ChildResume``, and its outcome the parent's message (see
     :func:`projections.embedded_history` for the task as its own instance)."""
+    traceparent: str | None = None
+    """An embedded task's trace context: the W3C ``traceparent`` of the step that decided this
+    incarnation, which its spans continue (None without tracing; a child with a stream keeps its
+    own in its ``Started``)."""
 
     @property
     def child_id(self) -> UUID:
@@ -230,7 +234,6 @@ class InstanceRecord:
 
 
 _RECORD_NAMES = frozenset(field.name for field in attrs.fields(InstanceRecord))
-_RECORD_CONVERTERS: dict[str, Any] = {"slots": _slots, "retained": _activations}
 _new = object.__new__
 _set = object.__setattr__
 
@@ -243,12 +246,15 @@ def evolve_record(record: InstanceRecord, **changes: Any) -> InstanceRecord:
     are converted here), so an event's ``apply`` does not pay for
     re-checking what the record already holds.
     """
+    if not _RECORD_NAMES.issuperset(changes):
+        unknown = min(set(changes) - _RECORD_NAMES)
+        raise TypeError(f"InstanceRecord has no field {unknown!r}")
+    if "slots" in changes:
+        changes["slots"] = _slots(changes["slots"])
+    if "retained" in changes:
+        changes["retained"] = _activations(changes["retained"])
     fields = record.__dict__.copy()
-    for name, value in changes.items():
-        if name not in _RECORD_NAMES:
-            raise TypeError(f"InstanceRecord has no field {name!r}")
-        convert = _RECORD_CONVERTERS.get(name)
-        fields[name] = value if convert is None else convert(value)
+    fields.update(changes)
     new = _new(InstanceRecord)
     _set(new, "__dict__", fields)
     return new

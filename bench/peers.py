@@ -357,8 +357,9 @@ def label() -> str:
     return uuid.uuid4().hex[:8]
 
 
-EMBED_TASKS = [False]
-"""Whether incarnate's engines embed their task children (``--embed-tasks``; told to child processes)."""
+EMBED_TASKS = [True]
+"""Whether incarnate's engines embed their task children (the engine's default; ``--no-embed-tasks``
+gives each a stream of its own; told to child processes)."""
 
 
 def engine_on(place: Place, runner: Any = None, role: str = "bench", engine_id: str | None = None) -> Engine:
@@ -697,7 +698,7 @@ CHILD_JOBS: dict[str, Callable[[dict[str, Any], Place], None]] = {
 def child_main(text: str) -> int:
     """Run one job of a child process; 1, said why, when it fails."""
     spec = json.loads(text)
-    EMBED_TASKS[0] = bool(spec.get("embed_tasks", False))
+    EMBED_TASKS[0] = bool(spec.get("embed_tasks", True))
     try:
         CHILD_JOBS[spec["job"]](spec, Place(**spec["place"]))
     except BaseException as error:
@@ -1380,8 +1381,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--embed-tasks",
-        action="store_true",
-        help="incarnate's engines embed their task children in their parents (Engine(embed_tasks=True))",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="incarnate's engines embed their task children in their parents (Engine(embed_tasks=True), "
+        "the default); --no-embed-tasks gives each a stream of its own",
     )
     parser.add_argument("--internal", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)

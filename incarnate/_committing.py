@@ -85,7 +85,7 @@ class CommitPath:
         commit_batch: int,
         commit_wait: float,
         http: HttpConfig | None = None,
-        embed_tasks: bool = False,
+        embed_tasks: bool = True,
     ) -> None:
         self.engine_id = engine_id
         self.embed_tasks = embed_tasks

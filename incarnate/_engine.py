@@ -166,7 +166,7 @@ class Engine:
         commit_batch: int = DEFAULT_MAX_BATCH,
         commit_wait: float = DEFAULT_MAX_WAIT,
         http: HttpConfig | None = None,
-        embed_tasks: bool = False,
+        embed_tasks: bool = True,
     ) -> None:
         self._storage = storage if storage is not None else Storage.from_env()
         store = self._storage.open()

@@ -327,10 +327,13 @@ def _incarnate(
     nothing is created, and its body is handed to the runner after the commit.
     """
     embedded = facts.kind is InstanceKind.TASK and workshop.embed_tasks
+    # The deciding step's span, which an embedded task's spans continue (one with a stream keeps
+    # it on its Started).
+    traceparent = _tracing.traceparent() if embedded else None
     if facts.previous is None:
-        instance.record_birth(facts, embedded=embedded)
+        instance.record_birth(facts, embedded=embedded, traceparent=traceparent)
     else:
-        instance.record_resume(facts, embedded=embedded)
+        instance.record_resume(facts, embedded=embedded, traceparent=traceparent)
     if embedded:
         uow.embed(facts.ref)
     else:

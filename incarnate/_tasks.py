@@ -147,7 +147,7 @@ def _run_body(
     committed (a fenced outcome is no fact).
     """
     try:
-        with _tracing.task_run(call.instance_id, record, engine.engine_id):
+        with _tracing.task_run(call.instance_id, record, engine.engine_id, call.attempt):
             return _call(fn, call, engine.task_loop), None, "", None
     except LoopGone as gone:
         log.info("task %s not finished: %s; it runs again later", name, gone)
@@ -262,7 +262,7 @@ def run_embedded_task(engine: EmbeddingHost, task_id: UUID) -> Decision | None:
         parent.record.owner,
         parent.record.root,
         parent.record.ancestry,
-        parent.record.traceparent,
+        activation.traceparent,  # the span of the step that decided this incarnation
     )
 
     def record() -> InstanceRecord:  # what its span says of it, made only when spans are recorded

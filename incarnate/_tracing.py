@@ -25,13 +25,14 @@ below around ``decide`` and the commit.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
-from aggregates import Instance, InstanceRecord
+from aggregates import Instance, InstanceRecord, Ref
 from statechart.effects import ActionFailed
 
 TRACER_NAME = "incarnate"
@@ -69,11 +70,21 @@ def enabled() -> bool:
     return _trace() is not None
 
 
+_NAMED_BY_ENVIRONMENT: list[bool] = []
+"""Whether ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider, read once: the API reads it on every
+``get_tracer_provider()`` call, and a lookup of an absent variable raises and catches a KeyError."""
+
+
 def _recording() -> bool:
     """Whether an application has set a tracer provider (without one every span is a no-op: skip them)."""
     trace = _trace()
     if trace is None:
         return False
+    if getattr(trace, "_TRACER_PROVIDER", True) is None:  # none set in code (the API's global)
+        if not _NAMED_BY_ENVIRONMENT:
+            _NAMED_BY_ENVIRONMENT.append("OTEL_PYTHON_TRACER_PROVIDER" in os.environ)
+        if not _NAMED_BY_ENVIRONMENT[0]:
+            return False
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
@@ -94,7 +105,11 @@ def _parent(traceparent: str | None) -> Any:
     return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
 
 
-def _attributes(instance_id: UUID, record: InstanceRecord, engine_id: str) -> dict[str, Any]:
+def _attributes(
+    instance_id: UUID, record: InstanceRecord, engine_id: str, attempt: int | None = None
+) -> dict[str, Any]:
+    """A span's attributes; a child's without its birth facts (an embedded task) take its Ref from
+    ``record.parent`` and ``attempt`` as given."""
     attributes: dict[str, Any] = {
         "incarnate.instance_id": str(instance_id),
         "incarnate.root_id": str(record.root),
@@ -102,15 +117,20 @@ def _attributes(instance_id: UUID, record: InstanceRecord, engine_id: str) -> di
         ("incarnate.chart" if record.kind.value == "chart" else "incarnate.task"): record.name,
     }
     birth = record.birth
+    ref: Ref | None = None
     if birth is not None:
+        ref, attempt = birth.ref, birth.attempt
+    elif isinstance(record.parent, Ref):
+        ref = record.parent
+    if ref is not None:
         attributes.update(
             {
-                "incarnate.parent_id": str(birth.ref.parent),
-                "incarnate.ref": str(birth.ref),
-                "incarnate.site": birth.ref.site,
-                "incarnate.key": birth.ref.key,
-                "incarnate.generation": birth.ref.generation,
-                "incarnate.attempt": birth.attempt,
+                "incarnate.parent_id": str(ref.parent),
+                "incarnate.ref": str(ref),
+                "incarnate.site": ref.site,
+                "incarnate.key": ref.key,
+                "incarnate.generation": ref.generation,
+                "incarnate.attempt": attempt,
             }
         )
     return attributes
@@ -239,24 +259,32 @@ def _end_pending() -> None:
         step.end()
 
 
-@contextlib.contextmanager
 def task_run(
-    instance_id: UUID, record: InstanceRecord | Callable[[], InstanceRecord], engine_id: str
-) -> Iterator[None]:
-    """A span around one run of a task's body; an exception is recorded on it and propagates.
+    instance_id: UUID, record: InstanceRecord | Callable[[], InstanceRecord], engine_id: str, attempt: int
+) -> contextlib.AbstractContextManager[None]:
+    """A span around one run (``attempt``) of a task's body; an exception is recorded on it and propagates.
 
     ``record`` may be given as a function that makes it: it is called only
     when spans are recorded (an embedded task has no record of its own).
     """
     if not _recording():
-        yield
-        return
+        return _NOTHING
+    return _task_span(instance_id, record, engine_id, attempt)
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _task_span(
+    instance_id: UUID, record: InstanceRecord | Callable[[], InstanceRecord], engine_id: str, attempt: int
+) -> Iterator[None]:
     if callable(record):
         record = record()
     with _get_tracer().start_as_current_span(
         TASK_SPAN,
         context=_parent(record.traceparent),
-        attributes=_attributes(instance_id, record, engine_id),
+        attributes=_attributes(instance_id, record, engine_id, attempt),
         record_exception=True,
         set_status_on_exception=True,
     ):

@@ -93,7 +93,7 @@ def memory_engine(
     name: str | None = None,
     clock: Clock | None = None,
     http: HttpConfig | None = None,
-    embed_tasks: bool = False,
+    embed_tasks: bool = True,
 ) -> Engine:
     """An engine over a named in-memory store, with a virtual clock and the deterministic runner.
 
@@ -291,7 +291,7 @@ class _Plan:
         tasks: Mapping[str, TaskFunction],
         storage: Callable[[], Storage],
         now: float,
-        embed_tasks: bool = False,
+        embed_tasks: bool = True,
     ) -> None:
         self.scenario = scenario
         self.charts = charts
@@ -523,7 +523,7 @@ def commit_points(
     storage: Callable[[], Storage] | None = None,
     points: Iterable[CrashPoint] = tuple(CrashPoint),
     now: float = 0.0,
-    embed_tasks: bool = False,
+    embed_tasks: bool = True,
 ) -> Iterator[CommitPoint]:
     """One :class:`CommitPoint` per commit the scenario makes and per crash point.
 
@@ -559,7 +559,7 @@ def check_recovery(
     storage: Callable[[], Storage] | None = None,
     points: Iterable[CrashPoint] = tuple(CrashPoint),
     now: float = 0.0,
-    embed_tasks: bool = False,
+    embed_tasks: bool = True,
 ) -> int:
     """Check every commit point of a scenario (see :func:`commit_points`); returns how many ran."""
     checked = 0

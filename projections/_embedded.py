@@ -54,12 +54,16 @@ class _Task:
 
     __slots__ = ("events", "facts", "incarnation", "live", "owner")
 
-    def __init__(self, facts: BirthFacts, owner: str, at: Any) -> None:
+    def __init__(self, facts: BirthFacts, owner: str, at: Any, traceparent: str | None) -> None:
         self.facts = facts
         self.owner = owner
         self.incarnation = 1
         self.live = True
-        self.events: list[Any] = [Instance.started_by_birth(facts, fingerprint="", owner=owner, timestamp=at)]
+        self.events: list[Any] = [
+            Instance.started_by_birth(
+                facts, fingerprint="", owner=owner, timestamp=at, traceparent=traceparent
+            )
+        ]
 
     def add(self, event_class: type[Any], at: Any, **fields: Any) -> None:
         self.events.append(
@@ -123,7 +127,7 @@ def embedded_tasks(parent_events: Iterable[Any]) -> dict[UUID, list[Any]]:
             owner, parent_id = event.owner, event.originator_id
         elif name in ("Birth", "ChildResume"):
             if event.embedded:
-                task = _Task(event.facts, owner, at)
+                task = _Task(event.facts, owner, at, event.traceparent)
                 tasks[event.facts.child_id] = live[event.facts.child_id] = task
         elif name == "Accepted":
             _heard(live, event.message, at)

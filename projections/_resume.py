@@ -445,7 +445,7 @@ class _Fold:
                 "child may be embedded",
             )
 
-    def birth(self, facts: BirthFacts, embedded: bool) -> None:
+    def birth(self, facts: BirthFacts, embedded: bool, traceparent: str | None) -> None:
         ref = facts.ref
         site, key = ref.site, ref.key
         if self.parts is None:
@@ -484,6 +484,7 @@ class _Fold:
                 facts.name,
                 (),
                 embedded,
+                traceparent,
             )
         )
         self.inputs[(site, key)] = facts.input
@@ -517,7 +518,7 @@ class _Fold:
             attrs.evolve(current, state=ActivationState.RETRYING, journal=(*current.journal, entry))
         )
 
-    def resume(self, facts: BirthFacts, embedded: bool) -> None:
+    def resume(self, facts: BirthFacts, embedded: bool, traceparent: str | None) -> None:
         ref = facts.ref
         site, key = ref.site, ref.key
         current = self.find(site, key)
@@ -571,6 +572,7 @@ class _Fold:
                 armed_step=facts.armed_step,
                 provenance=Provenance.RETRY,
                 embedded=embedded,
+                traceparent=traceparent,
             ),
         )
         self.inputs[(site, key)] = facts.input
@@ -619,11 +621,11 @@ def fold(events: Iterable[Any], *, start: InstanceSnapshot | None = None) -> _Fo
         elif name == "Started":
             state.start(event)
         elif name == "Birth":
-            state.birth(event.facts, event.embedded)
+            state.birth(event.facts, event.embedded, event.traceparent)
         elif name == "ChildRetry":
             state.retry(event)
         elif name == "ChildResume":
-            state.resume(event.facts, event.embedded)
+            state.resume(event.facts, event.embedded, event.traceparent)
         elif name == "ChildSettled":
             state.settle(event)
         elif name == "Migrated":

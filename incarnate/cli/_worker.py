@@ -161,11 +161,12 @@ def _positive(option: str, value: float) -> None:
     "instead of waiting for its old heartbeat to lapse. Give each worker its own ID",
 )
 @click.option(
-    "--embed-tasks",
-    is_flag=True,
+    "--embed-tasks/--no-embed-tasks",
+    default=True,
+    show_default=True,
     help="give task children born here no event streams of their own: the parent's Birth is the "
     "task's birth and its outcome the parent's message (fewer events and reads per task; every "
-    "worker recovers either kind)",
+    "worker recovers either kind). --no-embed-tasks gives each task its own stream",
 )
 @click.option(
     "--log-level",

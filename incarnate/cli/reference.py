@@ -40,6 +40,8 @@ def _ours(command: click.Command) -> bool:
 
 def _option(param: click.Option, context: click.Context) -> tuple[str, str, str]:
     names = ", ".join(f"`{name}`" for name in param.opts)
+    if param.secondary_opts:  # an on/off pair: --flag/--no-flag
+        names += " / " + ", ".join(f"`{name}`" for name in param.secondary_opts)
     if not param.is_flag:
         metavar = param.metavar or param.make_metavar(context)
         names = f"{names} `{metavar}`"
@@ -50,7 +52,10 @@ def _option(param: click.Option, context: click.Context) -> tuple[str, str, str]
     else:
         value = param.get_default(context, call=False)
         unset = value is None or value in ((), "") or type(value).__name__ == "Sentinel"
-        default = "" if param.is_flag or unset else f"`{value}`"
+        if param.is_flag and param.secondary_opts:
+            default = "on" if value else "off"
+        else:
+            default = "" if param.is_flag or unset else f"`{value}`"
     return names.replace("|", "\\|"), default, _cell(param.help or "")
 
 

@@ -36,19 +36,25 @@ def _live_states(world: World) -> dict[tuple[UUID, int], InstanceRecord]:
     history=HISTORIES,
     interval=st.one_of(st.none(), st.integers(min_value=1, max_value=5)),
     every=st.integers(min_value=1, max_value=4),
+    embed=st.booleans(),
 )
 def test_every_version_equals_the_live_instance_then(
-    history: list[Operation], interval: int | None, every: int
+    history: list[Operation], interval: int | None, every: int, embed: bool
 ) -> None:
     """With or without stored snapshots and in-memory checkpoints, the instance at version k equals the
-    live aggregate as it was committed at k, and a plain fold of its first k events, for every k."""
-    world = World(interval)
+    live aggregate as it was committed at k, and a plain fold of its first k events, for every k.
+
+    Drawn: task children embedded in their parents (each read rebuilt from its parent's events), or
+    with streams of their own.
+    """
+    world = World(interval, embed_tasks=embed)
     try:
         live = _live_states(world)
         for operation in history:
             operation.apply(world)
             world.engine.run_until_idle(max_units=5_000)
-        history_ = History(world.engine.parts.journal, every=every)
+        parts = world.engine.parts
+        history_ = History(parts.journal, every=every, embedded=parts.reads.embedded_events)
         for instance in world.engine.instances():
             events: list[Any] = world.engine.events_of(instance.id)
             for k in range(1, instance.version + 1):

@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 import attrs
+import pytest
 from eventsourcing.persistence import IntegrityError
 
 from aggregates import Instance, InstanceStatus
@@ -40,17 +41,22 @@ def commits_of(engine: Engine) -> list[Commit]:
     return seen
 
 
-def test_a_task_outcome_and_its_parents_step_are_one_commit(make_engine: EngineFactory) -> None:
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "streams"])
+def test_a_task_outcome_and_its_parents_step_are_one_commit(make_engine: EngineFactory, embed: bool) -> None:
     """The charge task completes, and its parent hears of it and finishes, in the same transaction."""
-    engine = make_engine(charts.ALL, {"charge": lambda call: "r-1"})
+    engine = make_engine(charts.ALL, {"charge": lambda call: "r-1"}, embed_tasks=embed)
     commits = commits_of(engine)
     root = engine.start("charging")
     engine.run_until_idle()
     assert engine.instance(root).record.status is InstanceStatus.DONE
     assert len(commits) == 2  # the start with the task's birth; the outcome with the reaction
-    last = commits[1]
-    (task_id,) = set(last) - {root}
-    assert last[task_id] == ["Completed"]
+    first, last = commits
+    [activation] = engine.events_of(root)[2].facts.ref, *()  # the Birth: Started, Stepped, Birth
+    task_id = activation.child_id
+    if embed:  # nothing of the task is written but its parent's events
+        assert set(first) == set(last) == {root}
+    else:
+        assert set(last) == {root, task_id} and last[task_id] == ["Completed"]
     # The parent's reaction is one event: the outcome it received, its macrostep, the settlement.
     assert last[root] == ["Stepped", "Completed"]
     reaction = [e for e in engine.events_of(root) if isinstance(e, Instance.Stepped)][-1]
@@ -171,35 +177,44 @@ def counting(part: object, name: str) -> list[tuple[Any, ...]]:
     return calls
 
 
-def pending_trees(make_engine: EngineFactory, count: int) -> tuple[Engine, list[UUID]]:
+def pending_trees(make_engine: EngineFactory, count: int, *, embed: bool = True) -> tuple[Engine, list[UUID]]:
     """``count`` charging trees whose task is born and not run, on an engine that then stops."""
-    engine = make_engine(charts.ALL, {"charge": lambda call: "never"}, engine_id="crashed")
+    engine = make_engine(charts.ALL, {"charge": lambda call: "never"}, engine_id="crashed", embed_tasks=embed)
     roots = [engine.start("charging") for _ in range(count)]
     return engine, [root.id for root in roots]
 
 
-def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engine: EngineFactory) -> None:
-    """150 trees of two: each member read once (two queries a batch on a database), claimed in batches.
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "streams"])
+def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(
+    make_engine: EngineFactory, embed: bool
+) -> None:
+    """150 trees of two: each member with a stream read once (two queries a batch on a database),
+    claimed in batches.
 
     The first save claims ``RESUME_FIRST_BATCH`` trees, the rest go in saves
     of at most ``RESUME_BATCH`` (where the first part of the log folded ends
-    splits one).
+    splits one). An embedded task has nothing to read or claim: its parent's
+    claim is its own.
     """
-    crashed, roots = pending_trees(make_engine, 150)
+    crashed, roots = pending_trees(make_engine, 150, embed=embed)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
+    streams = 1 if embed else 2  # the root, and its task when it has a stream
     reads = counting(engine.parts.reads, "read")
     singles = counting(engine.parts.journal, "stored")
     batches = counting(engine.parts.reads, "prefetch")
     saves = counting(engine.parts.commits, "save_instances")
-    assert engine.resume_all() == 300
-    assert len(reads) == len({args[0] for args in reads}) == 300  # each member read once
-    trees = [len(args) // 2 for args in saves]  # each tree a root and its task
-    assert trees[0] == _engine.RESUME_FIRST_BATCH and max(trees) == _engine.RESUME_BATCH
-    assert sum(trees) == 150 and len(trees) <= 4
+    assert engine.resume_all() == 150 * streams
+    assert len(reads) == len({args[0] for args in reads}) == 150 * streams  # each member read once
+    trees = [len(args) // streams for args in saves]
+    assert trees[0] == _engine.RESUME_FIRST_BATCH and max(trees) <= _engine.RESUME_BATCH
+    assert sum(trees) == 150 and len(trees) <= 4  # in batches, not a save per tree
     if isinstance(engine.storage, MemoryStorage):
-        assert len(singles) == 300  # in memory, one by one
-    else:  # one query for a batch's roots, one for their children
-        assert singles == [] and [len(args[0]) for args in batches] == [n for n in trees for _ in "rc"]
+        assert len(singles) == 150 * streams  # in memory, one by one
+    else:  # one query for a batch's roots, one for their children (none when the tasks are embedded)
+        children = [n * (streams - 1) for n in trees]  # an empty batch is no query (Journal.select_many)
+        assert singles == [] and [len(args[0]) for args in batches] == [
+            n for pair in zip(trees, children, strict=True) for n in pair
+        ]
     engine.run_until_idle()
     members: dict[UUID, list[UUID]] = {}
     for instance in engine.instances():
@@ -213,22 +228,26 @@ def test_resume_all_reads_each_member_once_and_claims_trees_in_batches(make_engi
     engine.close()
 
 
-def test_a_conflict_in_a_batch_claim_falls_back_to_one_tree_at_a_time(make_engine: EngineFactory) -> None:
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "streams"])
+def test_a_conflict_in_a_batch_claim_falls_back_to_one_tree_at_a_time(
+    make_engine: EngineFactory, embed: bool
+) -> None:
     """The joint claim meets a concurrent write: each tree is then taken over on its own, none twice."""
-    crashed, roots = pending_trees(make_engine, 3)
+    crashed, roots = pending_trees(make_engine, 3, embed=embed)
     engine = cold_engine(crashed, {"charge": lambda call: "paid"})
+    streams = 1 if embed else 2  # the root, and its task when it has a stream
     original = engine.parts.commits.save_instances
     refused: list[int] = []
 
     def save_instances(*instances: Instance) -> None:
-        if len(instances) > 2 and not refused:
+        if len(instances) > streams and not refused:
             refused.append(len(instances))
             raise IntegrityError("a concurrent write (simulated)")
         original(*instances)
 
     engine.parts.commits.save_instances = save_instances  # type: ignore[method-assign]
-    assert engine.resume_all() == 6
-    assert refused == [6]
+    assert engine.resume_all() == 3 * streams
+    assert refused == [3 * streams]
     engine.run_until_idle()
     assert [engine.handle(root).result() for root in roots] == ["paid"] * 3
     for instance in engine.instances():

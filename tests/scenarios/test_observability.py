@@ -23,6 +23,7 @@ from aggregates import Instance, InstanceStatus
 from aggregates._codec import decode_event, encode_event
 from incarnate import Engine, Storage, VirtualClock
 from incarnate._tracing import traceparent_of
+from projections import Checkpoint
 from tests.scenarios.charts import KID
 from tests.scenarios.observed import DECLINED, ORDER, charge, engine
 from tests.stores import EngineFactory
@@ -62,9 +63,14 @@ def spans(provider: TracerProvider) -> Iterator[InMemorySpanExporter]:
     exporter.clear()
 
 
-def run_tree(make_engine: EngineFactory, clock: VirtualClock, engine_id: str = "A") -> tuple[Engine, UUID]:
-    """Start ``order``: its task fails twice (one retry), its kid waits; then an action raises on ``poke``."""
-    a = observed(make_engine, engine_id)
+def run_tree(
+    make_engine: EngineFactory, clock: VirtualClock, engine_id: str = "A", *, embed: bool = True
+) -> tuple[Engine, UUID]:
+    """Start ``order``: its task fails twice (one retry), its kid waits; then an action raises on ``poke``.
+
+    ``embed=False``: the task children have streams of their own.
+    """
+    a = observed(make_engine, engine_id, embed=embed)
     parent = a.start("order")
     a.run_until_idle()
     clock.advance(2.0)  # the retry's backoff is 1 s
@@ -74,9 +80,9 @@ def run_tree(make_engine: EngineFactory, clock: VirtualClock, engine_id: str = "
     return a, UUID(str(parent))
 
 
-def observed(make_engine: EngineFactory, engine_id: str) -> Engine:
+def observed(make_engine: EngineFactory, engine_id: str, *, embed: bool = True) -> Engine:
     """An engine over the test's store running the observed charts and task."""
-    return make_engine([ORDER, KID], {"charge": charge}, engine_id=engine_id)
+    return make_engine([ORDER, KID], {"charge": charge}, engine_id=engine_id, embed_tasks=embed)
 
 
 def children(a: Engine, parent: UUID) -> dict[str, list[Instance]]:
@@ -241,11 +247,15 @@ def test_a_unit_of_work_that_is_not_committed_logs_no_fact(
 # ----------------------------------------------------------------- spans
 
 
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "streams"])
 def test_step_and_task_spans_link_parent_to_child(
-    make_engine: EngineFactory, clock: VirtualClock, spans: InMemorySpanExporter
+    make_engine: EngineFactory, clock: VirtualClock, spans: InMemorySpanExporter, embed: bool
 ) -> None:
-    """A child's steps and a task's runs are spans whose parent is the step span that gave them birth."""
-    a, parent = run_tree(make_engine, clock)
+    """A child's steps and a task's runs are spans whose parent is the step span that gave them birth.
+
+    An embedded task's birth carries the trace context a task with a stream keeps on its ``Started``.
+    """
+    a, parent = run_tree(make_engine, clock, embed=embed)
     kids = children(a, parent)
     [kid] = kids["courier"]
     first, second = kids["charge"]
@@ -289,6 +299,19 @@ def test_step_and_task_spans_link_parent_to_child(
     [exception] = [e for e in poke_step.events if e.name == "exception"]
     assert dict(exception.attributes or {})["exception.type"] == "ValueError"
     assert "price list" in str(dict(exception.attributes or {})["exception.message"])
+
+
+def test_an_embedded_tasks_trace_context_is_in_its_parents_checkpoint(
+    make_engine: EngineFactory, spans: InMemorySpanExporter
+) -> None:
+    """Before the task runs, its activation holds the birth step's context, and the plan rebuilds it."""
+    a = observed(make_engine, "A")
+    parent = a.start("order").id
+    [activation] = [x for x in a.instance(parent).record.activations if x.kind.value == "task"]
+    [birth_step] = [s for s in spans.get_finished_spans() if s.name == "incarnate.step"]
+    assert activation.embedded and activation.traceparent == traceparent_of(birth_step)
+    assert a.plan(parent) == Checkpoint.of(a.instance(parent), ORDER)
+    assert a.instance(activation.child_id).record.traceparent == activation.traceparent
 
 
 def test_a_roots_first_step_continues_the_callers_span(

@@ -24,14 +24,14 @@ def test_quick_and_full_sizes_fill_the_unset_options() -> None:
 
 
 def test_embedded_tasks_are_asked_for_and_told_to_each_child_process() -> None:
-    assert peers.parse([]).embed_tasks is False and peers.parse(["--embed-tasks"]).embed_tasks is True
+    assert peers.parse([]).embed_tasks is True and peers.parse(["--no-embed-tasks"]).embed_tasks is False
     place = peers.Place("sqlite", "sqlite:///x.db")
     try:
-        peers.EMBED_TASKS[0] = True
-        assert peers.spec_for("serial", "incarnate", place, count=1)["embed_tasks"] is True
-    finally:
         peers.EMBED_TASKS[0] = False
-    assert peers.spec_for("serial", "incarnate", place, count=1)["embed_tasks"] is False
+        assert peers.spec_for("serial", "incarnate", place, count=1)["embed_tasks"] is False
+    finally:
+        peers.EMBED_TASKS[0] = True
+    assert peers.spec_for("serial", "incarnate", place, count=1)["embed_tasks"] is True
 
 
 def test_workloads_are_a_comma_separated_list_kept_in_bench_order() -> None:

@@ -46,14 +46,18 @@ def facts(root: uuid.UUID, kind: InstanceKind = InstanceKind.TASK, generation: i
 
 
 def running_root() -> Instance:
+    return started_root()[0]
+
+
+def started_root() -> tuple[Instance, list[Any]]:
+    """A root that has taken its first macrostep, and its events so far (collected)."""
     root = uuid.uuid4()
     instance = Instance.start_root(
         id=root, kind=InstanceKind.CHART, name="p", fingerprint="f", input=None, owner="e"
     )
     delta = SnapshotDelta({"configuration": ["paying"]}, (), (), ())
     instance.record_step(trigger=None, consumed=None, timer=None, effects=(), now=1.0, delta=delta)
-    instance.collect_events()
-    return instance
+    return instance, list(instance.collect_events())
 
 
 def _round_trip(event: Any) -> tuple[StoredEvent, Any]:
@@ -77,6 +81,42 @@ def test_only_a_task_child_may_be_embedded() -> None:
     instance = running_root()
     with pytest.raises(InvalidCommand, match="is a chart child: only a task child may be embedded"):
         instance.record_birth(facts(instance.id, InstanceKind.CHART), embedded=True)
+    assert instance.pending_events == [] and instance.record.activations == ()
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_an_embedded_birth_keeps_its_trace_context_stored_only_when_set() -> None:
+    (traced, before), plain = started_root(), running_root()
+    traced.record_birth(facts(traced.id), embedded=True, traceparent=TRACEPARENT)
+    plain.record_birth(facts(plain.id), embedded=True)
+    [with_context], [without] = traced.collect_events(), plain.collect_events()
+    stored, read = _round_trip(with_context)
+    assert read_stored_json(stored.state)["traceparent"] == TRACEPARENT and read == with_context
+    stored, read = _round_trip(without)
+    assert "traceparent" not in read_stored_json(stored.state) and read == without
+    [activation] = traced.record.activations
+    assert activation.traceparent == TRACEPARENT
+    snapshot, snapshot_read = _round_trip(InstanceSnapshot.take(traced))
+    assert snapshot_read.mutate(None).record == traced.record
+    [kept] = read_stored_json(snapshot.state)["state"]["record"]["retained"]
+    assert kept["traceparent"] == TRACEPARENT
+    assert (
+        "traceparent"
+        not in read_stored_json(_round_trip(InstanceSnapshot.take(plain))[0].state)["state"]["record"][
+            "retained"
+        ][0]
+    )
+    # The rebuilt task's Started carries it, as a task with a stream stores it on its own.
+    [task_events] = embedded_tasks([*before, with_context]).values()
+    assert task_events[0].traceparent == TRACEPARENT
+
+
+def test_a_child_with_a_stream_carries_no_trace_context_on_its_birth() -> None:
+    instance = running_root()
+    with pytest.raises(InvalidCommand, match="its trace context goes on its Started"):
+        instance.record_birth(facts(instance.id), traceparent=TRACEPARENT)
     assert instance.pending_events == [] and instance.record.activations == ()
 
 

@@ -150,15 +150,38 @@ def test_the_engine_that_ended_a_root_answers_without_reading_the_store(engine: 
     assert counts == []
 
 
-def test_a_failure_is_read_from_the_store_each_time_as_a_redrive_may_follow(engine: Engine) -> None:
-    broken = engine.start(BROKEN)
-    engine.run_until_idle()
-    [task] = [i for i in engine.instances() if i.record.root == broken and i.id != broken]
-    counts = decoded_rows(engine)
-    for _ in range(2):
-        with pytest.raises(InstanceFailed, match="boom"):
-            engine.handle(task.id).result()
-    assert counts == [1, 1]
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "streams"])
+def test_a_failure_is_read_from_the_store_each_time_as_a_redrive_may_follow(
+    tmp_path: Path, embed: bool
+) -> None:
+    with Engine(
+        [BROKEN],
+        {"boom": boom},
+        storage=Storage.sqlite(tmp_path / "failure.db"),
+        runner=DeterministicRunner(),
+        embed_tasks=embed,
+    ) as engine:
+        broken = engine.start(BROKEN)
+        engine.run_until_idle()
+        [task] = [i for i in engine.instances() if i.record.root == broken and i.id != broken]
+        counts = decoded_rows(engine)
+        parents: list[uuid.UUID] = []  # an embedded task is read from its parent's events
+        events_of = engine.parts.journal.events_of
+
+        def reading(instance_id: uuid.UUID) -> list[Any]:
+            parents.append(instance_id)
+            return events_of(instance_id)
+
+        engine.parts.journal.events_of = reading  # type: ignore[method-assign]
+        reads = []
+        for _ in range(2):
+            with pytest.raises(InstanceFailed, match="boom"):
+                engine.handle(task.id).result()
+            reads.append(len(parents) if embed else len(counts))
+        if embed:
+            assert counts == [] and set(parents) == {broken.id} and 0 < reads[0] < reads[1]
+        else:
+            assert counts == [1, 1] and parents == []  # its last event, the failure
 
 
 def test_large_endings_and_endings_past_the_bound_are_read_from_the_store(

@@ -55,13 +55,13 @@ def test_the_first_trees_finish_before_the_rest_are_read(tmp_path: Path) -> None
             return idle
 
         runner.wait_until_idle = watched  # type: ignore[method-assign]
-        assert restarted.resume_all() == 2 * TREES  # each root with its task child
+        assert restarted.resume_all() == TREES  # each root (its task child is embedded in it)
         runner.wait_until_idle = wait  # type: ignore[method-assign]
         assert wait(30.0)
         assert all(restarted.ending(root).status is InstanceStatus.DONE for root in roots)  # type: ignore[union-attr]
     [(timeout, idle, acquired, done)] = seen  # once, after the first save only
     assert timeout == _engine.RESUME_FIRST_GRACE
-    assert acquired == 2 * _engine.RESUME_FIRST_BATCH  # nothing more was claimed meanwhile
+    assert acquired == _engine.RESUME_FIRST_BATCH  # nothing more was claimed meanwhile
     # Idle within the grace (a loaded machine may take longer): the first save's trees had finished.
     assert done == _engine.RESUME_FIRST_BATCH if idle else done <= _engine.RESUME_FIRST_BATCH
 
@@ -72,7 +72,7 @@ def test_a_runner_that_works_only_when_asked_is_not_waited_for(tmp_path: Path) -
         [STEP], {"work": work}, storage=storage, runner=DeterministicRunner(), engine_id="gone"
     ) as restarted:
         assert not hasattr(restarted.runner, "wait_until_idle")
-        assert restarted.resume_all() == 2 * TREES
+        assert restarted.resume_all() == TREES
         assert all(restarted.ending(root) is None for root in roots)  # nothing ran yet
         restarted.run_until_idle()
         assert all(restarted.ending(root) is not None for root in roots)
@@ -90,7 +90,7 @@ def test_a_busy_runner_is_waited_for_no_longer_than_the_grace(tmp_path: Path) ->
     runner = ThreadedRunner(workers=2)
     with Engine([STEP], {"work": blocking}, storage=storage, runner=runner, engine_id="gone") as restarted:
         try:
-            assert restarted.resume_all() == 2 * TREES  # returns although the first tasks block
+            assert restarted.resume_all() == TREES  # returns although the first tasks block
         finally:
             release.set()
         assert runner.wait_until_idle(30.0)
