@@ -27,7 +27,7 @@ from incarnate.console import create_app
 from incarnate.errors import EngineError
 from incarnate.testing import CrashPoint, SimulatedCrash, check_recovery, crash_at, memory_engine, restart
 from projections import resume_plan
-from statechart import Chart, JsonValue, RetryPolicy, always, final, invoke, state, transition
+from statechart import Chart, JsonValue, RetryPolicy, always, final, invoke, raise_event, state, transition
 from tests.scenarios.fleet import Fleet, fleet, fleet_storage, live, only_child
 
 __all__ = ["fleet", "fleet_storage"]
@@ -235,6 +235,47 @@ def test_a_parent_that_ends_with_its_task_running_ends_the_tasks_listing_row(end
         assert row is not None and row.status == "cancelled"
         assert task_id not in {r.id for r in listing.rows(in_flight=True)}
     finally:
+        engine.close()
+
+
+LOOPING = {"now": True}
+"""Whether the stubborn chart's ``explode`` raises itself forever (a runaway macrostep that fails it)."""
+
+STUBBORN = Chart(
+    "stubborn",
+    state(
+        "waiting",
+        invoke=[invoke("charge", task="charge", input={"amount": 5})],
+        on=[
+            transition("done.invoke.charge", "paid"),
+            transition("explode", guard=lambda c, e: LOOPING["now"], actions=[raise_event("explode")]),
+        ],
+    ),
+    final("paid", done_data=lambda c, e: e.data),
+)
+"""While ``LOOPING``, ``explode`` fails the instance without leaving ``waiting``: its task stays retained."""
+
+
+def test_a_failed_parents_task_does_not_run_and_runs_once_its_parent_is_redriven(bank: Bank) -> None:
+    LOOPING["now"] = True
+    engine = memory_engine([STUBBORN], {"charge": bank}, embed_tasks=True)
+    try:
+        stubborn = engine.start("stubborn")
+        task_id = _task_of(engine, stubborn).id
+        engine.send(stubborn, "explode")
+        while engine.process(stubborn) is not None:  # the parent fails before its task's turn
+            pass
+        engine.run_until_idle()
+        assert engine.instance(stubborn).record.status is InstanceStatus.FAILED
+        assert bank.keys == []  # the task of a failed parent reads cancelled: its body does not run
+        assert engine.instance(task_id).record.status is InstanceStatus.CANCELLED
+        LOOPING["now"] = False  # fixed: the redrive processes ``explode`` again, harmlessly
+        assert engine.redrive(stubborn, "fixed").written
+        engine.run_until_idle()
+        assert engine.result(stubborn) == "receipt-1"
+        assert bank.keys == [f"{stubborn}/charge//1/attempt-1"]  # the same incarnation, run once
+    finally:
+        LOOPING["now"] = True
         engine.close()
 
 
