@@ -181,8 +181,9 @@ class Listing:
         ending = {o for n, o in zip(notifications, originators, strict=True) if ends_instance(n.topic)}
         with self._storage_errors("read listing rows"):
             before = tables.load(wanted)
-            if ending:
-                before.update(tables.load_tasks(ending))
+            load_tasks = getattr(tables, "load_tasks", None)  # a store adapter of an older port may lack it
+            if ending and load_tasks is not None:
+                before.update(load_tasks(ending))
         rows = dict(before)
         tasks: dict[UUID, list[UUID]] = {}
         for row in before.values():

@@ -86,7 +86,8 @@ class ListingTables(Protocol):
         """The in-flight rows of embedded tasks (see ``projections.is_embedded``) of ``parents``.
 
         An event that ends a parent ends these rows too; it does not name them.
-        :class:`UnreadableRow` when a stored row does not read back.
+        :class:`UnreadableRow` when a stored row does not read back. An adapter
+        without it still works: a parent's end then leaves such rows as they were.
         """
         ...
 

@@ -238,6 +238,37 @@ def test_a_parent_that_ends_with_its_task_running_ends_the_tasks_listing_row(end
         engine.close()
 
 
+class _OlderTables:
+    """Listing tables of a store adapter written before ``load_tasks`` (everything else delegated)."""
+
+    def __init__(self, tables: object) -> None:
+        self._tables = tables
+
+    def __getattr__(self, name: str) -> object:
+        if name == "load_tasks":
+            raise AttributeError(name)
+        return getattr(self._tables, name)
+
+
+def test_listing_tables_without_load_tasks_still_fold_a_parents_end(bank: Bank) -> None:
+    engine = memory_engine([FRAGILE], {"charge": bank}, embed_tasks=True)
+    try:
+        fragile = engine.start("fragile")
+        task_id = _task_of(engine, fragile).id
+        listing = engine.parts.listing
+        listing.catch_up()
+        listing.tables = _OlderTables(listing.tables)  # type: ignore[assignment]
+        engine.send(fragile, "explode")
+        while engine.process(fragile) is not None:
+            pass
+        assert listing.catch_up() > 0
+        parent, task = listing.get(fragile), listing.get(task_id)
+        assert parent is not None and parent.status == "failed"
+        assert task is not None and task.status == "born"  # as before the port had load_tasks
+    finally:
+        engine.close()
+
+
 LOOPING = {"now": True}
 """Whether the stubborn chart's ``explode`` raises itself forever (a runaway macrostep that fails it)."""
 
