@@ -12,6 +12,7 @@ from aggregates.errors import CorruptRecord
 from incarnate._engine import Engine
 from incarnate._handles import receipt_for_key
 from incarnate._inspect import check_event
+from incarnate._reads import is_embedded_copy
 from incarnate.cli._common import parse_json_option
 from incarnate.cli._output import emit_json, note, out
 from incarnate.cli._store import (
@@ -179,6 +180,13 @@ def cancel(ident: str, reason: str, db: str | None, charts: str | None, tasks: s
             earlier = f" ({asked.reason!r})" if asked is not None else ""
             out(f"a cancel of {found.id} was requested already{earlier}; nothing more to do")
             return 0
+    if is_embedded_copy(found) and record.parent is not None:
+        ref = record.parent
+        out(
+            f"cancel of {found.id} requested ({reason!r}); its parent {ref.parent} hears it as the "
+            f"task's failure (error.invoke.{ref.site}) when it next runs"
+        )
+        return 0
     out(f"cancel of {found.id} requested ({reason!r}); it stops, with its children, when it next runs")
     return 0
 

@@ -511,6 +511,28 @@ def test_the_command_line_shows_an_embedded_task_in_its_tree_and_alone(
     assert str(task.id)[:8] in listed
 
 
+def test_the_command_line_cancels_an_embedded_task_through_its_parent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cancel.db"
+    bank = Bank()
+    with Engine([ERRAND], {"charge": bank}, storage=Storage.sqlite(path), embed_tasks=True) as engine:
+        errand = engine.start("errand").id
+        task_id = _task_of(engine, errand).id
+    assert main(["cancel", str(task_id), "--db", str(path)]) == 0
+    said = capsys.readouterr().out
+    assert f"its parent {errand} hears it as the task's failure (error.invoke.charge)" in said
+    # The cancel is its outcome, waiting in the parent's inbox: the task reads cancelled already.
+    assert main(["cancel", str(task_id), "--db", str(path)]) == 2
+    assert "is cancelled; there is nothing to cancel" in capsys.readouterr().err
+    with Engine([ERRAND], {"charge": bank}, storage=Storage.sqlite(path), embed_tasks=True) as engine:
+        engine.resume_all()
+        engine.run_until_idle()
+        assert engine.instance(task_id).record.status is InstanceStatus.CANCELLED
+        assert engine.result(errand) == "receipt-2"  # the parent retried, with a fresh incarnation
+    assert bank.keys == [f"{errand}/charge//2/attempt-2"]
+
+
 def test_an_embedded_birth_is_logged_as_a_task_birth_with_its_fields(
     bank: Bank, caplog: pytest.LogCaptureFixture
 ) -> None:
