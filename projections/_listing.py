@@ -38,6 +38,7 @@ INSTANCE_TOPIC_PREFIX = f"{_topic(Instance)}."
 """Every Instance event's topic starts with this; other aggregates' events are not listed."""
 
 STARTED = _topic(Instance.Started)
+ACCEPTED = _topic(Instance.Accepted)
 STEPPED = _topic(Instance.Stepped)
 STEPPED_STORED = stored_topic(Instance.Stepped)
 """The topic ``Stepped`` events are stored under now (with their format); older ones keep :data:`STEPPED`."""
@@ -135,6 +136,8 @@ def needs_state(topic: str, plain: bytes | None = None) -> bool:
         return True
     if topic in (BIRTH_STORED, RESUME_STORED):
         return plain is None or _EMBEDS in plain
+    if topic == ACCEPTED:  # a child's outcome (the message has a source) may end an embedded task's row
+        return plain is None or _FROM_NOBODY not in plain
     if topic == STEPPED_STORED:
         return plain is None or _SETTLED_NOTHING not in plain
     return False
@@ -142,8 +145,10 @@ def needs_state(topic: str, plain: bytes | None = None) -> bool:
 
 _EMBEDS = b'"embedded":true'
 _SETTLED_NOTHING = b'"settled":[]'
-"""How the compact stored JSON of a birth that embeds its task, and of a macrostep that settled
-nothing, read (see ``aggregates._codec``)."""
+_FROM_NOBODY = b'"source":null'
+"""How the compact stored JSON of a birth that embeds its task, of a macrostep that settled
+nothing, and of a message sent from outside the tree, read (see ``aggregates._codec``; event data
+that holds the same text only leaves a row to the parent's settlement)."""
 
 
 def related_rows(topic: str, state: Mapping[str, Any]) -> list[UUID]:
@@ -160,6 +165,9 @@ def related_rows(topic: str, state: Mapping[str, Any]) -> list[UUID]:
             return [_child_id(state["facts"]["ref"])] if state.get("embedded") else []
         if topic in (CHILD_RETRY, CHILD_SETTLED):
             return [_child_id(state["ref"])]
+        if topic == ACCEPTED:
+            source = state["message"]["source"]
+            return [uuid_of(source)] if source is not None else []
         if topic == STEPPED_STORED:
             return [_child_id(ref) for ref, _ in state.get("settled", ())]
     except (KeyError, TypeError, ValueError):
@@ -298,6 +306,28 @@ def _retried(
 def _cancel_report(error: Any) -> bool:
     """Whether a child's error reports a cancel someone other than its parent requested."""
     return isinstance(error, dict) and error.keys() == {"reason", "detail"} and error["reason"] == "cancelled"
+
+
+def _heard(
+    rows: dict[UUID, ListingRow], parent: ListingRow, version: int, state: Mapping[str, Any], at: float
+) -> None:
+    """A child's outcome accepted by its parent ends an embedded task's row, as the rebuilt task ends."""
+    message = state["message"]
+    source = message["source"]
+    if source is None:
+        return
+    row = rows.get(uuid_of(source))
+    if row is None or row.parent != parent.id:
+        return
+    event = message["event"]
+    name = event["name"]
+    if name.startswith("done.invoke."):
+        status = InstanceStatus.DONE
+    elif name.startswith("error.invoke."):
+        status = InstanceStatus.CANCELLED if _cancel_report(event.get("data")) else InstanceStatus.FAILED
+    else:
+        return
+    _end_embedded_row(rows, row, status.value, at)
 
 
 def _settled_one(
@@ -501,6 +531,7 @@ _Embedding = Callable[[dict[UUID, ListingRow], ListingRow, int, Mapping[str, Any
 _EMBEDDING: dict[str, _Embedding] = {
     BIRTH_STORED: _born,
     RESUME_STORED: _born,
+    ACCEPTED: _heard,
     CHILD_RETRY: _retried,
     CHILD_SETTLED: _settled_one,
     STEPPED_STORED: _settled_many,

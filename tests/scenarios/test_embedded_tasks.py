@@ -522,9 +522,13 @@ def test_the_command_line_cancels_an_embedded_task_through_its_parent(
     assert main(["cancel", str(task_id), "--db", str(path)]) == 0
     said = capsys.readouterr().out
     assert f"its parent {errand} hears it as the task's failure (error.invoke.charge)" in said
-    # The cancel is its outcome, waiting in the parent's inbox: the task reads cancelled already.
+    # The cancel is its outcome, waiting in the parent's inbox: the task reads cancelled already,
+    # and so does its listing row.
     assert main(["cancel", str(task_id), "--db", str(path)]) == 2
     assert "is cancelled; there is nothing to cancel" in capsys.readouterr().err
+    assert main(["list", "--all", "--db", str(path)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(str(task_id))]
+    assert " cancelled " in row
     with Engine([ERRAND], {"charge": bank}, storage=Storage.sqlite(path), embed_tasks=True) as engine:
         engine.resume_all()
         engine.run_until_idle()
