@@ -29,7 +29,7 @@ from eventsourcing.utils import get_topic, resolve_topic
 
 from aggregates._identity import BirthFacts
 from aggregates._keyed import SlotData
-from aggregates._records import Activation, Activations, Message
+from aggregates._records import Activation, Activations
 from aggregates.errors import DecodeError
 from statechart.codec import make_converter, plain_json
 from statechart.effects import Effect
@@ -72,23 +72,8 @@ def make_event_converter() -> cattrs.Converter:
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
     configure_tagged_union(Effect, converter, tag_name="effect")
-    # ``detached`` is set only on a message waiting in an inbox (an aggregate snapshot), never on an
-    # accepted one; ``trace`` only on an embedded task's failure. Each is stored only when set.
-    converter.register_unstructure_hook_factory(
-        lambda cls: cls is Message,
-        lambda cls: make_dict_unstructure_fn(
-            cls,
-            converter,
-            detached=override(omit_if_default=True),
-            trace=override(omit_if_default=True),
-        ),
-    )
-    # An embedded task's trace context is stored only when tracing gave it one (on an activation,
-    # and on the events whose classes name it in ``stored_if_set``).
-    converter.register_unstructure_hook_factory(
-        lambda cls: cls is Activation,
-        lambda cls: make_dict_unstructure_fn(cls, converter, traceparent=override(omit_if_default=True)),
-    )
+    # A class's ``stored_if_set`` fields are stored only when set (a message's ``detached`` and
+    # ``trace``, an embedded task's trace context on its activation and its birth).
     converter.register_unstructure_hook_factory(
         lambda cls: bool(getattr(cls, "stored_if_set", ())),
         lambda cls: make_dict_unstructure_fn(cls, converter, **_if_set(cls)),

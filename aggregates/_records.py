@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 import attrs
@@ -77,6 +77,9 @@ class RetryEntry:
 class Activation:
     """What a parent retains for one non-completed child slot."""
 
+    stored_if_set: ClassVar[tuple[str, ...]] = ("traceparent",)
+    """Fields left out of the stored form while they hold their default (see ``aggregates._codec``)."""
+
     site: str
     key: str
     generation: int
@@ -132,6 +135,11 @@ class Message:
     :func:`statechart.event.detach`). It is set when the cancellation is
     applied, never by whoever sent the event.
     """
+
+    stored_if_set: ClassVar[tuple[str, ...]] = ("detached", "trace")
+    """Fields left out of the stored form while they hold their default: ``detached`` is set only on
+    a message waiting in an inbox (an aggregate snapshot), ``trace`` only on an embedded task's
+    failure (see ``aggregates._codec``)."""
 
     seq: int
     event: Event

@@ -25,6 +25,7 @@ below around ``decide`` and the commit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -70,9 +71,11 @@ def enabled() -> bool:
     return _trace() is not None
 
 
-_NAMED_BY_ENVIRONMENT: list[bool] = []
-"""Whether ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider, read once: the API reads it on every
-``get_tracer_provider()`` call, and a lookup of an absent variable raises and catches a KeyError."""
+@functools.cache
+def _named_by_environment() -> bool:
+    """Whether ``OTEL_PYTHON_TRACER_PROVIDER`` names a provider, read once: the API reads it on every
+    ``get_tracer_provider()`` call, and a lookup of an absent variable raises and catches a KeyError."""
+    return "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def _recording() -> bool:
@@ -80,11 +83,9 @@ def _recording() -> bool:
     trace = _trace()
     if trace is None:
         return False
-    if getattr(trace, "_TRACER_PROVIDER", True) is None:  # none set in code (the API's global)
-        if not _NAMED_BY_ENVIRONMENT:
-            _NAMED_BY_ENVIRONMENT.append("OTEL_PYTHON_TRACER_PROVIDER" in os.environ)
-        if not _NAMED_BY_ENVIRONMENT[0]:
-            return False
+    # None set in code (the API's global) and none named by the environment: spans would be no-ops.
+    if getattr(trace, "_TRACER_PROVIDER", True) is None and not _named_by_environment():
+        return False
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 

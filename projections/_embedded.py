@@ -96,14 +96,14 @@ class _Task:
         event = message.event
         if event.invoke_id != self.facts.ref.invoke_id:
             return
-        name = event.name
-        if name.startswith("done.invoke."):
-            self.end(Instance.Completed, at, output=event.data)
-        elif name.startswith("error.invoke."):
-            data = event.data
-            if isinstance(data, dict) and _cancel_report(data):
-                self.end(Instance.Cancelled, at, reason=str(data["detail"]))
-            elif message.trace is not None and isinstance(data, dict):
+        data = event.data
+        status = outcome_status(event.name, data)
+        if status is InstanceStatus.DONE:
+            self.end(Instance.Completed, at, output=data)
+        elif status is InstanceStatus.CANCELLED:
+            self.end(Instance.Cancelled, at, reason=str(data["detail"]))  # type: ignore[index,call-overload]
+        elif status is InstanceStatus.FAILED:
+            if message.trace is not None and isinstance(data, dict):
                 self.end(Instance.Failed, at, error={**data, "traceback": message.trace})
             else:
                 self.end(Instance.Failed, at, error=data)
@@ -170,6 +170,19 @@ def _settled(live: dict[UUID, _Task], task_id: UUID, settlement: Settlement, at:
         del live[task_id]
 
 
-def _cancel_report(data: dict[str, Any]) -> bool:
+def cancel_report(data: Any) -> bool:
     """Whether an ``error.invoke``'s data reports a cancel someone other than the parent requested."""
-    return data.keys() == {"reason", "detail"} and data["reason"] == "cancelled"
+    return isinstance(data, dict) and data.keys() == {"reason", "detail"} and data["reason"] == "cancelled"
+
+
+def outcome_status(name: str, data: Any) -> InstanceStatus | None:
+    """How a child's outcome message (``name`` and ``data``) ends it; None for any other message.
+
+    ``done.invoke`` is done; ``error.invoke`` is failed, or cancelled when it
+    reports a cancel someone other than the parent requested.
+    """
+    if name.startswith("done.invoke."):
+        return InstanceStatus.DONE
+    if name.startswith("error.invoke."):
+        return InstanceStatus.CANCELLED if cancel_report(data) else InstanceStatus.FAILED
+    return None

@@ -27,6 +27,7 @@ import msgspec
 
 from aggregates import Instance, InstanceKind, InstanceStatus, Ref, stored_topic, uuid_of
 from aggregates.errors import DecodeError
+from projections._embedded import cancel_report, outcome_status
 
 
 def _topic(event_class: type) -> str:
@@ -299,13 +300,8 @@ def _end_embedded_row(rows: dict[UUID, ListingRow], row: ListingRow, status: str
 def _retried(
     rows: dict[UUID, ListingRow], parent: ListingRow, version: int, state: Mapping[str, Any], at: float
 ) -> None:
-    status = InstanceStatus.CANCELLED if _cancel_report(state.get("error")) else InstanceStatus.FAILED
+    status = InstanceStatus.CANCELLED if cancel_report(state.get("error")) else InstanceStatus.FAILED
     _end_embedded(rows, state["ref"], status.value, at)
-
-
-def _cancel_report(error: Any) -> bool:
-    """Whether a child's error reports a cancel someone other than its parent requested."""
-    return isinstance(error, dict) and error.keys() == {"reason", "detail"} and error["reason"] == "cancelled"
 
 
 def _heard(
@@ -320,14 +316,9 @@ def _heard(
     if row is None or row.parent != parent.id:
         return
     event = message["event"]
-    name = event["name"]
-    if name.startswith("done.invoke."):
-        status = InstanceStatus.DONE
-    elif name.startswith("error.invoke."):
-        status = InstanceStatus.CANCELLED if _cancel_report(event.get("data")) else InstanceStatus.FAILED
-    else:
-        return
-    _end_embedded_row(rows, row, status.value, at)
+    status = outcome_status(event["name"], event.get("data"))
+    if status is not None:
+        _end_embedded_row(rows, row, status.value, at)
 
 
 def _settled_one(
@@ -345,7 +336,7 @@ def _settled_many(
         if (
             settlement == "failed"
             and trigger.get("invoke_id") == {k: ref[k] for k in ("site", "key", "generation")}
-            and _cancel_report(trigger.get("data"))
+            and cancel_report(trigger.get("data"))
         ):
             status = InstanceStatus.CANCELLED.value  # its failure was a cancel an operator asked for
         _end_embedded(rows, ref, status, at)
