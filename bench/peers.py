@@ -589,9 +589,23 @@ def child_crash(spec: dict[str, Any], place: Place) -> None:
     os._exit(3)  # no clean shutdown: the held steps never return
 
 
+def import_driver(place: Place) -> None:
+    """Import the third-party modules incarnate's store of ``place`` uses (PostgreSQL's driver, pool, recorder).
+
+    incarnate imports them when its first PostgreSQL store opens, so that
+    ``import incarnate`` stays free of them; DBOS's side has imported its
+    driver (with ``dbos``) before its clock starts, and so does this side.
+    """
+    if place.kind == "postgres":
+        import eventsourcing.postgres  # noqa: F401
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+
+
 def child_recover(spec: dict[str, Any], place: Place) -> None:
     """A fresh process: say when it begins recovering, recover, and say when the call returned."""
     if spec["side"] == "incarnate":
+        import_driver(place)  # as dbos_app() has imported DBOS's before its clock starts
         say("begin", t0=time.time())
         engine = engine_on(place, ThreadedRunner(workers=spec["threads"]), engine_id=spec["engine_id"])
         resumed = engine.resume_all()
@@ -731,6 +745,10 @@ class Child:
         self.stderr = Path(directory) / f"{self.name}.err"
         env = dict(os.environ)
         env.pop(HOLD_VARIABLE, None)
+        # Compiled modules are cached (outside the tree), as an installed package's are: a module
+        # first imported inside a timed span (a store's driver module) loads, not compiles.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(Path(directory) / "pycache")
         if hold:
             env[HOLD_VARIABLE] = "1"
         command = [sys.executable, "-m", "bench.peers", "--internal", json.dumps(spec)]

@@ -81,7 +81,7 @@ RESUME_BATCH = 100
 """Call trees :meth:`Engine.resume_all` claims in one save (each read once, acquired as soon as claimed)."""
 RESUME_FIRST_BATCH = 4
 """The first batch is small (a tree per default worker thread), so the first trees run at once."""
-RESUME_FIRST_CATCH_UP = 200
+RESUME_FIRST_CATCH_UP = 50
 """Notifications :meth:`Engine.resume_all` folds into the listing before it takes over the first trees.
 
 A log of tens of thousands of unread notifications takes seconds to fold;

@@ -291,10 +291,15 @@ class Journal(Application[UUID]):
     # ----------------------------------------------------------- chart versions
 
     def record_chart_versions(self, charts: Iterable[Chart[Any]]) -> None:
-        """Store each chart's shape once, so later versions can be compared with it."""
+        """Store each chart's shape once, so later versions can be compared with it.
+
+        A version already stored is known by its first event, read without
+        decoding it (a shape is the largest record there is to decode, and
+        every engine that starts asks this of each chart it registers).
+        """
         for chart in charts:
             version_id = ChartVersion.id_for(chart.name, chart.fingerprint)
-            if version_id in self.repository:
+            if self.recorder.select_events(version_id, limit=1):
                 continue
             with contextlib.suppress(IntegrityError):  # another engine recorded it first
                 self.save(ChartVersion.register(chart.shape))
