@@ -590,7 +590,7 @@ def child_crash(spec: dict[str, Any], place: Place) -> None:
 
 
 def import_driver(place: Place) -> None:
-    """Import the third-party modules incarnate's store of ``place`` uses (PostgreSQL's driver, pool, recorder).
+    """Import the third-party modules incarnate's PostgreSQL store uses (driver, pool, recorder).
 
     incarnate imports them when its first PostgreSQL store opens, so that
     ``import incarnate`` stays free of them; DBOS's side has imported its
