@@ -65,8 +65,8 @@ from incarnate.errors import (
 from incarnate.store import forget_memory_store as forget_named_memory_store
 from projections import Checkpoint, is_embedded
 from statechart import Chart, Event, JsonValue
-from statechart.codec import check_json, check_text
-from statechart.errors import CodecError
+from statechart.codec import check_json, check_text, context_from_input
+from statechart.errors import CodecError, IncarnateError
 from statechart.event import error_invoke_event
 from statechart.snapshot import Snapshot
 
@@ -337,9 +337,6 @@ class Engine:
         int, float and bool; an int is accepted for a float) or a str given
         for a collection raises :class:`~statechart.errors.CodecError`.
         """
-        from statechart.codec import context_from_input
-        from statechart.errors import IncarnateError
-
         parts = self.parts
         chart = parts.catalog.name_of(chart, self.engine_id)
         found = parts.catalog.chart(chart)
