@@ -1276,7 +1276,10 @@ THROUGHPUT_HEADER = (
 def throughput_rows(
     options: argparse.Namespace,
 ) -> Callable[[dict[int, list[Throughput]]], Iterator[str]]:
-    """One row per process count; the cores busy (the bench's processes and a local server) of the host's."""
+    """One row per process count (the senders each process ran); the cores busy of the host's.
+
+    The cores busy are the bench's processes' and a local server's.
+    """
 
     def rows(runs: dict[int, list[Throughput]]) -> Iterator[str]:
         for count, measured in runs.items():
@@ -1285,8 +1288,9 @@ def throughput_rows(
             known = [run.cores for run in measured if run.cores is not None]
             cores = f"{statistics.median(known):.2f} of {os.cpu_count()}" if known else "-"
             events = statistics.median(run.events for run in measured)
+            senders = min(options.senders, *shares(options.instances, count))  # one per counter at most
             yield (
-                f"{count:>9} {options.threads:>7} {options.senders:>7} {options.instances:>9,} "
+                f"{count:>9} {options.threads:>7} {senders:>7} {options.instances:>9,} "
                 f"{median:>9,.0f} {1e3 / median:>7.3f} {min(values):>7,.0f} {max(values):>7,.0f} "
                 f"{common.spread(values):>6.0%} {events:>9,.0f} {cores:>10}"
             )
@@ -1388,8 +1392,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--senders",
         type=int,
-        default=16,
-        help="client threads of each throughput process, sending the ticks concurrently (default 16)",
+        default=64,
+        help="client threads of each throughput process, sending the ticks concurrently (default 64; "
+        "at most one per counter of the process's share)",
     )
     parser.add_argument(
         "--cpu-latency-zero",
@@ -1464,8 +1469,8 @@ def report(results: Results, options: argparse.Namespace) -> None:
     if results.throughput:
         print(
             f"\nthroughput (incarnate): durable macrosteps/s, {options.instances} counters ticked for "
-            f"{options.seconds:g} s per measurement by {options.senders} sender threads per process, "
-            "each through its share in turn"
+            f"{options.seconds:g} s per measurement by up to {options.senders} sender threads per process "
+            "(one per counter of its share at most), each through its share in turn"
         )
         common.print_table(THROUGHPUT_HEADER, results.throughput, throughput_rows(options))
         common.print_table(RATIO_HEADER, named(results.throughput), throughput_target_rows)

@@ -124,6 +124,15 @@ def test_throughput_rows_show_the_cores_busy_when_known() -> None:
     assert two.split()[-1] == "-"
 
 
+def test_throughput_rows_show_the_senders_each_process_ran() -> None:
+    """A process runs one sender per counter of its share at most: 50 each when two share 100."""
+    options = argparse.Namespace(threads=4, senders=64, instances=100)
+    measured = {1: [peers.Throughput(1_000.0, 1_000.0, None)], 2: [peers.Throughput(1_800.0, 1_800.0, None)]}
+    one, two = peers.throughput_rows(options)(measured)
+    assert one.split()[:4] == ["1", "4", "64", "100"]
+    assert two.split()[:4] == ["2", "4", "50", "100"]
+
+
 def test_server_cpu_is_read_from_proc_for_processes_of_that_name() -> None:
     mine = Path(f"/proc/{os.getpid()}/stat")
     if not mine.exists():
