@@ -16,7 +16,7 @@ import attrs
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import PersistenceError, StoredEvent
 
-from aggregates import Instance, InstanceKind, InstanceRecord, InstanceSnapshot, InstanceStatus
+from aggregates import Instance, InstanceKind, InstanceRecord, InstanceSnapshot, InstanceStatus, stored_topic
 from incarnate._copies import Catalog, Copies, clone
 from incarnate._journal import Journal, project
 from incarnate.errors import EngineError, StorageError, UnknownInstance
@@ -52,6 +52,9 @@ _LIVE_ONLY = (
 """Facts the aggregate records only while the instance has not ended: an instance whose last one is
 one of them has not ended. After an ending, only the others (an incident, a settlement, a refused
 message) may follow it."""
+_LIVE_ONLY_TOPICS = frozenset(stored_topic(cls) for cls in _LIVE_ONLY)
+"""The topics those facts are stored under now: a last event under one of them is not decoded to
+tell that the instance runs (one stored in an older format is, and tells the same)."""
 
 
 @attrs.frozen
@@ -173,7 +176,8 @@ class Reads:
         answers at once, without reading the store. Otherwise the last
         stored event decides: an ending fact
         (``Completed``, ``Failed``, ``Cancelled``, ``Orphaned``) is the
-        answer; a fact recorded only while an instance runs means it runs;
+        answer; a fact recorded only while an instance runs means it runs
+        (told by its stored topic, without decoding it);
         anything else (a fact that may follow an ending) sends the question
         to the whole instance.
         """
@@ -193,6 +197,8 @@ class Reads:
                 raise UnknownInstance(instance_id)
             task = instance_at(found, len(found))
             return Ending.of(task) if task.record.status.finished else None
+        if last[0].topic in _LIVE_ONLY_TOPICS:
+            return None  # it runs: what ``handle.result()`` asks of a running instance, answered undecoded
         [event] = self.journal.decode_records(instance_id, last)
         if isinstance(event, _ENDINGS):
             shell = _Shell(instance_id)

@@ -99,6 +99,23 @@ def test_a_finished_root_answers_from_its_last_event(engine: Engine, reader: Eng
     assert reader.handle(gate).result() is None
 
 
+def test_a_running_root_is_told_by_the_topic_of_its_last_event_without_decoding_it(
+    engine: Engine, reader: Engine
+) -> None:
+    gate = engine.start(GATE)
+    engine.run_until_idle()
+    counts = decoded_rows(reader)
+    assert reader.ending(gate) is None
+    assert counts == []  # a handle waiting on a running instance reads one row and decodes none
+    with pytest.raises(TimeoutError, match="still running"):
+        reader.handle(gate).result(timeout=FIRST_POLL)
+    engine.send(gate, "answer")
+    engine.run_until_idle()
+    ending = reader.ending(gate)
+    assert ending is not None and ending.status is InstanceStatus.DONE
+    assert counts == [1]
+
+
 def test_a_failed_task_and_a_cancelled_root_end_as_the_whole_instance_says(engine: Engine) -> None:
     broken = engine.start(BROKEN)
     engine.run_until_idle()
