@@ -14,7 +14,7 @@ import dataclasses
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, get_args
 from uuid import UUID
 
 import cattrs
@@ -22,7 +22,6 @@ import msgspec
 from cattrs.errors import ClassValidationError
 from cattrs.fns import identity
 from cattrs.gen import make_dict_unstructure_fn, override
-from cattrs.strategies import configure_tagged_union
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
@@ -64,14 +63,53 @@ def _structure_uuid(value: Any, _: object) -> UUID:
     return uuid_of(value) if type(value) is str else UUID(value)
 
 
-def make_event_converter() -> cattrs.Converter:
+def _configure_effects(converter: cattrs.Converter) -> None:
+    """Effects as tagged dicts: a member's fields and ``"effect"``, its class's name, last.
+
+    What cattrs' ``configure_tagged_union(Effect, converter,
+    tag_name="effect")`` stores and reads, without generating the
+    structuring and unstructuring functions of every effect class when the
+    converter is made (each converter made at import took about 17 ms):
+    each member's are generated at its first use. An unknown tag, or a
+    value of a class that is not a member, raises ``KeyError`` as there.
+    """
+    members: dict[str, type[Any]] = {member.__name__: member for member in get_args(Effect)}
+    classes = frozenset(members.values())
+    unstructures: dict[type[Any], Callable[[Any], dict[str, Any]]] = {}
+    structures: dict[str, tuple[type[Any], Callable[[Any, Any], Any]]] = {}
+
+    def unstructure_effect(value: Any) -> dict[str, Any]:
+        cls = value.__class__
+        hook = unstructures.get(cls)
+        if hook is None:
+            if cls not in classes:
+                raise KeyError(cls)
+            hook = unstructures[cls] = converter.get_unstructure_hook(cls)
+        data = hook(value)
+        data["effect"] = cls.__name__
+        return data
+
+    def structure_effect(value: Any, _: Any) -> Any:
+        value = value.copy()
+        tag = value.pop("effect")
+        found = structures.get(tag)
+        if found is None:
+            cls = members[tag]
+            found = structures[tag] = (cls, converter.get_structure_hook(cls))
+        return found[1](value, found[0])
+
+    converter.register_unstructure_hook(Effect, unstructure_effect)
+    converter.register_structure_hook(Effect, structure_effect)
+
+
+def make_event_converter(*, detailed_validation: bool = True) -> cattrs.Converter:
     """The statechart converter extended for stored events (UUIDs, datetimes, effects)."""
-    converter = make_converter()
+    converter = make_converter(detailed_validation=detailed_validation)
     converter.register_unstructure_hook(UUID, str)
     converter.register_structure_hook(UUID, _structure_uuid)
     converter.register_unstructure_hook(datetime, datetime.isoformat)
     converter.register_structure_hook(datetime, lambda value, _: datetime.fromisoformat(value))
-    configure_tagged_union(Effect, converter, tag_name="effect")
+    _configure_effects(converter)
     # A class's ``stored_if_set`` fields are stored only when set (a message's ``detached`` and
     # ``trace``, an embedded task's trace context on its activation and its birth).
     converter.register_unstructure_hook_factory(
@@ -93,6 +131,15 @@ def make_event_converter() -> cattrs.Converter:
 
 
 CONVERTER = make_event_converter()
+DECODER = make_event_converter(detailed_validation=False)
+""":data:`CONVERTER` without cattrs' detailed validation, for reading stored events.
+
+It builds the same events; its structuring functions are generated in about
+two thirds of the time (the first read of each event class in a process:
+a restarted engine's first claims) and run faster. An event it fails to
+read is read again by :data:`CONVERTER`, whose error names the failing
+field (see :func:`decode_event`).
+"""
 
 _PLAIN = frozenset({str | None, int | None, dict[str, Any], dict[str, Any] | None})
 """Field types whose values the stored form keeps as they are: optional scalars and encoded snapshots.
@@ -261,15 +308,24 @@ def encode_event(event: object) -> dict[str, Any]:
 
 
 def decode_event(data: dict[str, Any], cls: type[Any]) -> Any:
-    """An event object of class ``cls`` from :func:`encode_event` data."""
+    """An event object of class ``cls`` from :func:`encode_event` data.
+
+    Read by :data:`DECODER`; data it refuses is read again by
+    :data:`CONVERTER`, which raises the detailed ``ClassValidationError``
+    the stored event's decoding error is made from (or reads it, if only
+    the lighter functions refused it: both build the same event).
+    """
     structure = _DECODINGS.get(cls)
     if structure is None:
-        structure = _DECODINGS[cls] = CONVERTER.get_structure_hook(cls)
-    return structure(data, cls)
+        structure = _DECODINGS[cls] = DECODER.get_structure_hook(cls)
+    try:
+        return structure(data, cls)
+    except Exception:  # noqa: BLE001 - asked again for the error that names the field
+        return CONVERTER.get_structure_hook(cls)(data, cls)
 
 
 _DECODINGS: dict[type[Any], Callable[[Any, type[Any]], Any]] = {}
-"""The converter's structure hook of each event class, looked up once."""
+""":data:`DECODER`'s structure hook of each event class, looked up once."""
 
 
 def class_version(cls: type[Any]) -> int:

@@ -298,9 +298,20 @@ def _is_plain_enum(cls: object) -> bool:
     return isinstance(cls, type) and issubclass(cls, enum.Enum) and "_value_" not in cls.__annotations__
 
 
-def make_converter() -> cattrs.Converter:
-    """A strict converter: no extra keys, no conversions between scalars, tuples as lists, JSON checked."""
-    converter = cattrs.Converter(forbid_extra_keys=True, unstruct_collection_overrides={tuple: list})
+def make_converter(*, detailed_validation: bool = True) -> cattrs.Converter:
+    """A strict converter: no extra keys, no conversions between scalars, tuples as lists, JSON checked.
+
+    ``detailed_validation=False`` makes cattrs generate its structuring
+    functions without the bookkeeping that names every failing field:
+    they are generated and run faster and build the same values, but a
+    failure says less (see :func:`aggregates._codec.decode_event`, which
+    asks the detailed converter again when one fails).
+    """
+    converter = cattrs.Converter(
+        forbid_extra_keys=True,
+        unstruct_collection_overrides={tuple: list},
+        detailed_validation=detailed_validation,
+    )
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(int, _structure_int)
     converter.register_structure_hook(bool, _structure_bool)

@@ -26,14 +26,24 @@ from typing import Any
 from uuid import UUID
 
 import attrs
+import cattrs
 import pytest
-from eventsourcing.persistence import StoredEvent
+from cattrs.errors import ClassValidationError
+from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aggregates import CattrsMapper, ChartVersion, Instance, InstanceSnapshot, read_stored_json, stored_json
-from aggregates._codec import _WALKED, encode_event, typed_json
+from aggregates import (
+    CattrsMapper,
+    ChartVersion,
+    Instance,
+    InstanceSnapshot,
+    read_stored_json,
+    resolve_stored_topic,
+    stored_json,
+)
+from aggregates._codec import _WALKED, CONVERTER, DECODER, decode_event, encode_event, typed_json
 from incarnate import testing
 from incarnate._demo import CHARTS, ORDER, TASKS
 from statechart._codec import _PARTS, is_json_type
@@ -99,6 +109,50 @@ def test_each_stored_event_is_the_reference_form_and_decodes_to_an_equal_event(
         )
         assert isinstance(again.originator_id, UUID)
         assert mapper.to_domain_event(again) == event
+
+
+def test_the_lighter_decoder_reads_every_stored_event_as_the_detailed_converter_does(
+    stored: list[StoredEvent],
+) -> None:
+    for record in stored:
+        cls, _ = resolve_stored_topic(record.topic)
+        data = {**read_stored_json(record.state), "originator_id": record.originator_id}
+        data["originator_version"] = record.originator_version
+        assert DECODER.structure(dict(data), cls) == CONVERTER.structure(dict(data), cls), record.topic
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        (lambda data: data.pop("effects"), "event.effects"),
+        (lambda data: data.update(now="soon"), "event.now"),
+        (lambda data: data.update(trigger={"name": 7, "data": None}), "event.trigger.name"),
+        (lambda data: data.update(surplus=1), "surplus"),
+    ],
+    ids=["missing", "wrong-scalar", "nested", "extra-key"],
+)
+def test_a_damaged_stored_event_is_refused_with_the_detailed_error_naming_the_field(
+    stored: list[StoredEvent], damage: Any, named: str
+) -> None:
+    """The lighter decoder fails without naming the field; the detailed converter is asked again."""
+    record = next(r for r in stored if r.topic.endswith("Stepped@2") and read_stored_json(r.state)["trigger"])
+    data = {**read_stored_json(record.state), "originator_id": record.originator_id}
+    data["originator_version"] = record.originator_version
+    damage(data)
+    with pytest.raises(Exception) as lighter:
+        DECODER.structure(dict(data), Instance.Stepped)
+    with pytest.raises(ClassValidationError) as raised:
+        decode_event(dict(data), Instance.Stepped)
+    assert named in "; ".join(cattrs.transform_error(raised.value, path="event"))
+    assert not isinstance(lighter.value, ClassValidationError)
+    damaged = StoredEvent(
+        record.originator_id,
+        record.originator_version,
+        record.topic,
+        stored_json({k: v for k, v in data.items() if k not in ("originator_id", "originator_version")}),
+    )
+    with pytest.raises(MapperDeserialisationError, match=named.replace(".", r"\.")):
+        CattrsMapper(transcoder=None).to_domain_event(damaged)  # type: ignore[arg-type]
 
 
 JSON_DATA = st.recursive(
