@@ -43,6 +43,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import queue
@@ -360,6 +361,28 @@ def label() -> str:
 EMBED_TASKS = [True]
 """Whether incarnate's engines embed their task children (the engine's default; ``--no-embed-tasks``
 gives each a stream of its own; told to child processes)."""
+
+PINNED_CPUS: list[int] = []
+"""With ``--pin-cpus``: the CPUs the bench may use; each child process is pinned to the next one."""
+_NEXT_CPU = itertools.count()
+
+
+def next_cpu() -> int | None:
+    """The CPU the next child process is pinned to (None: not pinned), round-robin over :data:`PINNED_CPUS`.
+
+    Children started together (the throughput workload's processes) get
+    different CPUs; a side's processes run one at a time, wherever the turn
+    falls, and both sides are treated alike.
+    """
+    if not PINNED_CPUS:
+        return None
+    return PINNED_CPUS[next(_NEXT_CPU) % len(PINNED_CPUS)]
+
+
+def pin(cpu: int | None) -> None:
+    """Pin the calling process to ``cpu`` before it starts any thread (threads inherit it); None: stay."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
 
 
 def engine_on(place: Place, runner: Any = None, role: str = "bench", engine_id: str | None = None) -> Engine:
@@ -712,6 +735,7 @@ CHILD_JOBS: dict[str, Callable[[dict[str, Any], Place], None]] = {
 def child_main(text: str) -> int:
     """Run one job of a child process; 1, said why, when it fails."""
     spec = json.loads(text)
+    pin(spec.get("cpu"))
     EMBED_TASKS[0] = bool(spec.get("embed_tasks", True))
     try:
         CHILD_JOBS[spec["job"]](spec, Place(**spec["place"]))
@@ -751,7 +775,7 @@ class Child:
         env["PYTHONPYCACHEPREFIX"] = str(Path(directory) / "pycache")
         if hold:
             env[HOLD_VARIABLE] = "1"
-        command = [sys.executable, "-m", "bench.peers", "--internal", json.dumps(spec)]
+        command = [sys.executable, "-m", "bench.peers", "--internal", json.dumps({**spec, "cpu": next_cpu()})]
         with self.stderr.open("wb") as err:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env
@@ -1403,6 +1427,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "of halting (Linux, root)",
     )
     parser.add_argument(
+        "--pin-cpus",
+        action="store_true",
+        help="pin each child process (both sides) to one CPU, round-robin over the CPUs the bench may use, "
+        "so that its threads never move between CPUs (Linux)",
+    )
+    parser.add_argument(
         "--embed-tasks",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -1510,6 +1540,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if common.missing_driver(stores):
         return 2
+    if options.pin_cpus:
+        if not hasattr(os, "sched_setaffinity"):
+            print("--pin-cpus: this system cannot pin a process to a CPU (Linux only)", file=sys.stderr)
+            return 2
+        PINNED_CPUS[:] = sorted(os.sched_getaffinity(0))
     signal.signal(signal.SIGTERM, terminated)
     atexit.register(kill_children)
     with common.cpu_latency_zero(options.cpu_latency_zero) as refused:
@@ -1524,6 +1559,11 @@ def run(options: argparse.Namespace, stores: Sequence[str]) -> int:
     common.print_environment(("eventsourcing", "psycopg", "incarnate", "dbos", "sqlalchemy"))
     if options.cpu_latency_zero:
         print(f"{common.CPU_LATENCY_FILE} held at 0 for the whole run: idle CPUs poll instead of halting")
+    if PINNED_CPUS:
+        print(
+            f"each child process pinned to one CPU, round-robin over CPUs {PINNED_CPUS} (both sides alike; "
+            "PostgreSQL's server unpinned)"
+        )
     print(
         f"workloads: {', '.join(options.workload)}; {plural(options.rounds, 'round')}, the sides back to "
         f"back in rotating order, a fresh process and store per side and run; median of the rounds reported"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ pytest.importorskip("dbos", reason="bench.peers compares with DBOS Transact: pip
 
 from bench import _common as common
 from bench import peers
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quick_and_full_sizes_fill_the_unset_options() -> None:
@@ -170,3 +173,25 @@ def test_the_cpu_latency_request_is_made_only_when_asked_and_says_why_it_cannot_
     with common.cpu_latency_zero(True) as refused:
         assert refused is None
         assert request.read_bytes() == (0).to_bytes(4, sys.byteorder)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pinning a process to a CPU is Linux's")
+def test_pinned_children_take_the_cpus_in_turn_and_pin_themselves_before_any_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not peers.parse([]).pin_cpus and peers.parse(["--pin-cpus"]).pin_cpus
+    assert peers.next_cpu() is None  # not asked: no child is pinned
+    cpus = sorted(os.sched_getaffinity(0))
+    monkeypatch.setattr(peers, "PINNED_CPUS", cpus)
+    turns = [cpu for _ in range(2 * len(cpus)) if (cpu := peers.next_cpu()) is not None]
+    assert sorted(turns) == sorted(cpus * 2)  # every CPU twice: children started together get different ones
+    assert all(turns[n] != turns[n + 1] for n in range(len(turns) - 1)) or len(cpus) == 1
+    code = (
+        "import os, threading; from bench import peers; "
+        f"peers.pin({cpus[-1]}); "
+        "t = threading.Thread(target=lambda: print(sorted(os.sched_getaffinity(0)))); t.start(); t.join()"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout.strip() == f"[{cpus[-1]}]"  # a thread started afterwards runs on that CPU alone
