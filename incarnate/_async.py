@@ -25,7 +25,7 @@ from uuid import UUID
 
 from aggregates import Instance, InstanceStatus
 from incarnate._engine import Engine
-from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain
+from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, outcome, plain
 from incarnate._recovery import ParkedRoot
 from incarnate._tasks import TaskFunction
 from incarnate.errors import ConfigurationError, EngineError
@@ -181,7 +181,10 @@ class AsyncEngine:
         return AsyncInstanceHandle(self, await self.call(self.engine.handle, instance_id))
 
     async def result(self, instance_id: UUID, timeout: float | None = None) -> JsonValue:
-        """Wait for the output of an instance without blocking the loop."""
+        """Wait for the output of an instance without blocking the loop (an ended one: from its ending)."""
+        ended = await self.call(self.engine.ending, plain(instance_id))
+        if ended is not None:
+            return outcome(ended)
         return await (await self.handle(instance_id)).result(timeout)
 
     async def instance(self, instance_id: UUID) -> Instance:

@@ -31,7 +31,7 @@ from incarnate._clock import Clock, SystemClock
 from incarnate._commits import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT
 from incarnate._committing import MAX_CONFLICT_RETRIES, CommitPath
 from incarnate._copies import Catalog, Copies
-from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, plain, receipt_for_key
+from incarnate._handles import InstanceHandle, SendReceipt, StepOutcome, outcome, plain, receipt_for_key
 from incarnate._holdings import Holdings
 from incarnate._http import HttpConfig
 from incarnate._journal import Journal
@@ -421,7 +421,14 @@ class Engine:
         return InstanceHandle(self, instance.id, instance.record.name)
 
     def result(self, instance_id: UUID, timeout: float | None = None) -> JsonValue:
-        """Wait for the output of an instance (see :meth:`InstanceHandle.result`)."""
+        """Wait for the output of an instance (see :meth:`InstanceHandle.result`).
+
+        An instance that has ended answers from its ending (usually its last
+        stored event alone), without reading the whole instance for a handle.
+        """
+        ended = self.ending(instance_id)
+        if ended is not None:
+            return outcome(ended)
         return self.handle(instance_id).result(timeout)
 
     def send_receipt(

@@ -91,7 +91,7 @@ def plain(instance_id: UUID) -> UUID:
     return UUID(int=instance_id.int)
 
 
-def _outcome(ending: Ending) -> JsonValue:
+def outcome(ending: Ending) -> JsonValue:
     """The output of a finished instance, or the error that says why it has none."""
     status = ending.status
     if status is InstanceStatus.DONE:
@@ -259,7 +259,7 @@ class InstanceHandle(UUID):
         """
         woken = threading.Event()
         with self._engine.watch(self.id, woken.set):
-            return _outcome(poll(self._finished, timeout, self._expired(timeout), woken))
+            return outcome(poll(self._finished, timeout, self._expired(timeout), woken))
 
     async def result_async(self, timeout: float | None = None, *, run: Reader | None = None) -> JsonValue:
         """:meth:`result` without blocking the event loop.
@@ -272,7 +272,7 @@ class InstanceHandle(UUID):
             finished = await poll_async(
                 self._finished, timeout, self._expired(timeout), run or _in_thread, woken
             )
-        return _outcome(finished)
+        return outcome(finished)
 
 
 @attrs.frozen

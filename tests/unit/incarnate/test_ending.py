@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from aggregates import InstanceStatus
+from aggregates import Instance, InstanceStatus
 from incarnate import (
+    AsyncEngine,
     DeterministicRunner,
     Engine,
     InstanceCancelled,
@@ -114,6 +115,40 @@ def test_a_running_root_is_told_by_the_topic_of_its_last_event_without_decoding_
     ending = reader.ending(gate)
     assert ending is not None and ending.status is InstanceStatus.DONE
     assert counts == [1]
+
+
+def test_engine_result_of_an_ended_instance_reads_its_ending_not_the_whole_instance(
+    engine: Engine, reader: Engine
+) -> None:
+    gate = engine.start(GATE)
+    for n in range(5):  # a longer history: messages the chart ignores
+        engine.send(gate, f"noise-{n}")
+    engine.send(gate, "answer")
+    engine.run_until_idle()
+    decoded: list[Any] = []
+    mapper = reader.parts.journal.events.mapper
+    original = mapper.to_domain_event
+
+    def decoding(stored: Any) -> Any:
+        decoded.append(stored.topic)
+        return original(stored)
+
+    mapper.to_domain_event = decoding  # type: ignore[method-assign,assignment]
+    assert reader.result(gate.id) is None
+    assert decoded == [Instance.Completed.__module__ + ":Instance.Completed"]  # its last event alone
+    broken = engine.start(BROKEN)
+    engine.run_until_idle()
+    [task] = [i for i in engine.instances() if i.record.root == broken and i.id != broken]
+    with pytest.raises(InstanceFailed, match="boom"):
+        reader.result(task.id)  # an embedded task: its ending from its parent's events
+    with pytest.raises(UnknownInstance):
+        reader.result(uuid.uuid4())
+
+    async def awaited() -> Any:
+        async with AsyncEngine(reader) as wrapped:  # closes the reader, at the test's end
+            return await wrapped.result(gate.id)
+
+    assert asyncio.run(awaited()) is None
 
 
 def test_a_failed_task_and_a_cancelled_root_end_as_the_whole_instance_says(engine: Engine) -> None:
