@@ -304,8 +304,8 @@ def make_converter(*, detailed_validation: bool = True) -> cattrs.Converter:
     ``detailed_validation=False`` makes cattrs generate its structuring
     functions without the bookkeeping that names every failing field:
     they are generated and run faster and build the same values, but a
-    failure says less (see :func:`aggregates._codec.decode_event`, which
-    asks the detailed converter again when one fails).
+    failure says less; a reader that wants both reads with such a
+    converter and asks a detailed one again when it fails.
     """
     converter = cattrs.Converter(
         forbid_extra_keys=True,
