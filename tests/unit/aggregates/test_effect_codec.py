@@ -4,9 +4,10 @@ The event converters store an effect as its fields and ``"effect"`` (its
 class's name) last, and read it back, exactly as cattrs'
 ``configure_tagged_union`` does; they only generate a member's functions
 the first time it is met, instead of all of them when a converter is
-made. These tests hold both converters (the one that reads, the one the
-mapper stores with) to a reference converter configured by cattrs' own
-strategy, for any effect of every class.
+made. These tests hold the three (the shared converter, the one the
+mapper stores with, the one that reads stored events) to a reference
+converter configured by cattrs' own strategy, for any effect of every
+class.
 """
 
 from __future__ import annotations
