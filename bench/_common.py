@@ -300,6 +300,19 @@ def server_cpu(name: str = "postgres") -> dict[int, int] | None:
     return used or None
 
 
+def process_cpu(pid: int) -> float | None:
+    """The CPU seconds (user and system, every thread) process ``pid`` has used so far; None if unknown.
+
+    Read from Linux's ``/proc``, in clock ticks (10 ms on most systems).
+    """
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None  # another OS, or the process is gone
+    fields = text.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds_between(before: dict[int, int] | None, after: dict[int, int] | None) -> float | None:
     """The CPU seconds :func:`server_cpu` readings show spent between them.
 

@@ -27,6 +27,14 @@ work on both sides:
   threads tick their share of the counters in turn, each tick sent once the
   sender's previous one was committed.
 
+The serial and in-flight tables also show the CPU each workflow took: the
+side's process (every thread, user and system) and, on PostgreSQL, this
+host's server processes, both read over the timed spans only; a ratio of
+DBOS's CPU per workflow over incarnate's follows each rate ratio, without a
+target. One process runs Python on one core at a time, so where a side is
+bound by its own CPU the two ratios agree, and where they differ the rate
+waits on something else (round trips, the other side's threads).
+
 Every side runs in a process of its own, on a fresh store, started the same
 way, so both start equal (DBOS can be launched once per process). In each
 round the two sides run back to back, the order rotating from round to
@@ -533,13 +541,47 @@ def serial_dbos(app: DbosApp, count: int) -> float:
     return time.perf_counter() - begin
 
 
+class Meter:
+    """What a child's timed spans took, summed: wall time, the process's CPU and the local server's.
+
+    The process's CPU is every thread's (user and system); the server's is
+    that of this host's ``postgres`` processes (see
+    :func:`bench._common.server_cpu`), read only on PostgreSQL, outside the
+    spans, so the reading costs neither side anything it is charged for.
+    """
+
+    def __init__(self, place: Place) -> None:
+        self.watch_server = place.kind == "postgres"
+        self.seconds = 0.0
+        self.cpu = 0.0
+        self.server: float | None = 0.0 if self.watch_server else None
+
+    @contextlib.contextmanager
+    def span(self) -> Iterator[None]:
+        """Time the block."""
+        before = common.server_cpu() if self.watch_server else None
+        cpu, begin = time.process_time(), time.perf_counter()
+        yield
+        self.seconds += time.perf_counter() - begin
+        self.cpu += time.process_time() - cpu
+        if self.server is not None:
+            spent = common.cpu_seconds_between(before, common.server_cpu())
+            self.server = None if spent is None else self.server + spent
+
+    def said(self, count: int) -> dict[str, Any]:
+        """The result a child says for ``count`` workflows."""
+        return {"count": count, "seconds": self.seconds, "cpu": self.cpu, "server": self.server}
+
+
 def child_serial(spec: dict[str, Any], place: Place) -> None:
     """Warm up, then ``count`` serial workflows, timed."""
     count = spec["count"]
+    meter = Meter(place)
     if spec["side"] == "incarnate":
         with engine_on(place, DeterministicRunner(), "serial") as engine:
             serial_incarnate(engine, 5)
-            seconds = serial_incarnate(engine, count)
+            with meter.span():
+                serial_incarnate(engine, count)
     else:
         from dbos import DBOS
 
@@ -547,27 +589,28 @@ def child_serial(spec: dict[str, Any], place: Place) -> None:
         launch_dbos(place)
         try:
             serial_dbos(app, 5)
-            seconds = serial_dbos(app, count)
+            with meter.span():
+                serial_dbos(app, count)
         finally:
             DBOS.destroy()
-    say("result", count=count, seconds=seconds)
+    say("result", **meter.said(count))
 
 
 def child_inflight(spec: dict[str, Any], place: Place) -> None:
     """Warm up with one batch, then ``batches`` batches of ``size`` workflows started at once, timed."""
     batches, size = spec["batches"], spec["size"]
-    timings: list[float] = []
+    meter = Meter(place)
     if spec["side"] == "incarnate":
         runner = ThreadedRunner(workers=spec["threads"])
         with engine_on(place, runner, "inflight") as engine:
             for n in range(batches + 1):
-                begin = time.perf_counter()
-                handles = [engine.start(STEPS) for _ in range(size)]
-                if not runner.wait_until_idle(IDLE_SECONDS):
-                    raise CheckFailed(f"{size} workflows in flight were not done within {IDLE_SECONDS:g} s")
-                outputs = [handle.result(timeout=RESULT_SECONDS) for handle in handles]
-                if n:
-                    timings.append(time.perf_counter() - begin)
+                with meter.span() if n else contextlib.nullcontext():
+                    handles = [engine.start(STEPS) for _ in range(size)]
+                    if not runner.wait_until_idle(IDLE_SECONDS):
+                        raise CheckFailed(
+                            f"{size} workflows in flight were not done within {IDLE_SECONDS:g} s"
+                        )
+                    outputs = [handle.result(timeout=RESULT_SECONDS) for handle in handles]
                 if outputs != [EXPECTED] * size:
                     raise CheckFailed(f"workflows in flight returned {sorted(set(map(str, outputs)))}")
     else:
@@ -577,16 +620,14 @@ def child_inflight(spec: dict[str, Any], place: Place) -> None:
         launch_dbos(place)
         try:
             for n in range(batches + 1):
-                begin = time.perf_counter()
-                started = [DBOS.start_workflow(app.workflow) for _ in range(size)]
-                results = [handle.get_result() for handle in started]
-                if n:
-                    timings.append(time.perf_counter() - begin)
+                with meter.span() if n else contextlib.nullcontext():
+                    started = [DBOS.start_workflow(app.workflow) for _ in range(size)]
+                    results = [handle.get_result() for handle in started]
                 if results != [EXPECTED] * size:
                     raise CheckFailed(f"DBOS workflows in flight returned {sorted(set(results))}")
         finally:
             DBOS.destroy()
-    say("result", count=batches * size, seconds=sum(timings))
+    say("result", **meter.said(batches * size))
 
 
 def child_crash(spec: dict[str, Any], place: Place) -> None:
@@ -629,7 +670,7 @@ def child_recover(spec: dict[str, Any], place: Place) -> None:
     """A fresh process: say when it begins recovering, recover, and say when the call returned."""
     if spec["side"] == "incarnate":
         import_driver(place)  # as dbos_app() has imported DBOS's before its clock starts
-        say("begin", t0=time.time())
+        say("begin", t0=time.time(), cpu=time.process_time())
         engine = engine_on(place, ThreadedRunner(workers=spec["threads"]), engine_id=spec["engine_id"])
         resumed = engine.resume_all()
         say("ready", ready=time.time(), resumed=resumed)
@@ -639,7 +680,7 @@ def child_recover(spec: dict[str, Any], place: Place) -> None:
         from dbos import DBOS
 
         dbos_app()
-        say("begin", t0=time.time())
+        say("begin", t0=time.time(), cpu=time.process_time())
         launch_dbos(place)
         say("ready", ready=time.time(), resumed=None)
         hear(HOLD_SECONDS)
@@ -918,11 +959,28 @@ def check_store(backend: Backend, directory: str, threads: int) -> None:
 # ----------------------------------------------------- serial and inflight
 
 
+@attrs.frozen
+class Run:
+    """One side's run of the serial or in-flight workload."""
+
+    rate: float
+    """Workflows per second."""
+    cpu: float
+    """Milliseconds of the side's process CPU per workflow (every thread's, user and system)."""
+    server: float | None
+    """Milliseconds of the local PostgreSQL server's CPU per workflow (None: SQLite, or unknown)."""
+
+    @property
+    def total(self) -> float:
+        """Milliseconds of CPU per workflow, the process's and the server's."""
+        return self.cpu + (self.server or 0.0)
+
+
 def measure_rates(
     backend: Backend, directory: str, workload: str, options: argparse.Namespace
-) -> dict[str, list[float]]:
-    """Workflows per second of each side, one per round, the sides back to back in rotating order."""
-    rates: dict[str, list[float]] = {side: [] for side in SIDES}
+) -> dict[str, list[Run]]:
+    """Each side's runs, one per round, the sides back to back in rotating order."""
+    runs: dict[str, list[Run]] = {side: [] for side in SIDES}
     for n in range(options.rounds):
         for side in common.rotated(SIDES, n):
             place = backend.fresh(side, f"{workload}{n}")
@@ -940,26 +998,39 @@ def measure_rates(
                 )
                 timeout = 60.0 + (options.batches + 1) * options.inflight
             result = run_child(spec, directory, timeout)
-            rates[side].append(result["count"] / result["seconds"])
-    return rates
+            count, server = result["count"], result["server"]
+            runs[side].append(
+                Run(
+                    count / result["seconds"],
+                    1e3 * result["cpu"] / count,
+                    None if server is None else 1e3 * server / count,
+                )
+            )
+    return runs
 
 
 RATES_HEADER = (
-    f"{'side':<10} {'workflows':>9} {'median wf/s':>11} {'ms/wf':>7} {'min/s':>7} {'max/s':>7} {'spread':>6}"
+    f"{'side':<10} {'workflows':>9} {'median wf/s':>11} {'ms/wf':>7} {'min/s':>7} {'max/s':>7} {'spread':>6} "
+    f"{'cpu ms/wf':>9} {'server ms/wf':>12}"
 )
+"""The rates, and the CPU each workflow took: the side's process's, and the local server's (PostgreSQL)."""
 
 RATIO_HEADER = f"{'ratio':<42} {'measured':>9} {'rounds':>13} {'target':>9}  verdict"
 
 
-def rate_rows(workflows: int) -> Callable[[dict[str, list[float]]], Iterator[str]]:
-    """The rows of one store's rates, a row per side."""
+def rate_rows(workflows: int) -> Callable[[dict[str, list[Run]]], Iterator[str]]:
+    """The rows of one store's rates, a row per side, with the medians of the CPU per workflow."""
 
-    def rows(rates: dict[str, list[float]]) -> Iterator[str]:
-        for side, values in rates.items():
+    def rows(runs: dict[str, list[Run]]) -> Iterator[str]:
+        for side, measured in runs.items():
+            values = [run.rate for run in measured]
             median = statistics.median(values)
+            cpu = statistics.median(run.cpu for run in measured)
+            known = [run.server for run in measured if run.server is not None]
+            server = f"{statistics.median(known):.2f}" if known else "-"
             yield (
                 f"{side:<10} {workflows:>9,} {median:>11,.1f} {1e3 / median:>7.2f} {min(values):>7,.1f} "
-                f"{max(values):>7,.1f} {common.spread(values):>6.0%}"
+                f"{max(values):>7,.1f} {common.spread(values):>6.0%} {cpu:>9.2f} {server:>12}"
             )
 
     return rows
@@ -970,14 +1041,23 @@ def ratio_row(name: str, shown: common.Comparison) -> str:
     return f"{name:<42} {shown.measured:>8.2f}x {shown.rounds:>13} {shown.wanted:>9}  {shown.verdict}"
 
 
-def rate_ratio_rows(workload: str) -> Callable[[tuple[str, dict[str, list[float]]]], Iterator[str]]:
-    """incarnate's rate over DBOS's on one store, against that store's target."""
+def rate_ratio_rows(workload: str) -> Callable[[tuple[str, dict[str, list[Run]]]], Iterator[str]]:
+    """incarnate's rate over DBOS's on one store, against that store's target; then DBOS's CPU over ours.
 
-    def rows(result: tuple[str, dict[str, list[float]]]) -> Iterator[str]:
-        store, rates = result
+    The CPU ratio has no target: it tells how much of a rate ratio the
+    work per workflow explains (process and server together, or the process
+    alone on SQLite, whose writes the process does itself).
+    """
+
+    def rows(result: tuple[str, dict[str, list[Run]]]) -> Iterator[str]:
+        store, runs = result
         target = RATIO_TARGETS[workload].get(store)
-        shown = common.compare(rates["incarnate"], rates["dbos"], target)
+        ours, theirs = runs["incarnate"], runs["dbos"]
+        shown = common.compare([run.rate for run in ours], [run.rate for run in theirs], target)
         yield ratio_row("incarnate / DBOS, workflows per second", shown)
+        server = all(run.server is not None for run in (*ours, *theirs))
+        cpu = common.compare([run.total for run in theirs], [run.total for run in ours], None)
+        yield ratio_row(f"DBOS / incarnate, CPU per wf{' (+server)' if server else ''}", cpu)
 
     return rows
 
@@ -1090,6 +1170,10 @@ class Recovery:
     """Until the bench saw a first workflow completed."""
     last: float
     """Until the bench saw every workflow completed."""
+    cpu: float | None = None
+    """The recovering process's CPU seconds (every thread's, user and system) until then (None: unknown)."""
+    server: float | None = None
+    """This host's PostgreSQL server's CPU seconds meanwhile (None: SQLite, or unknown)."""
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -1139,9 +1223,13 @@ def measure_recovery(
             raise CheckFailed(f"{side} completed a workflow whose first step was held")
         recover = spec_for("recover", side, place, threads=options.threads, engine_id=node)
         with Child(recover, directory) as recovering:
-            t0 = recovering.expect("begin", STARTUP_SECONDS)["t0"]
+            begun = recovering.expect("begin", STARTUP_SECONDS)
+            t0 = begun["t0"]
+            server_before = common.server_cpu() if backend.name == "postgres" else None
             ready: dict[str, Any] | None = None
             first = last = 0.0
+            cpu: float | None = None
+            server: float | None = None
             deadline = time.monotonic() + STARTUP_SECONDS + 300.0 + count * 0.5
             while True:
                 done = observer.completed()
@@ -1150,6 +1238,9 @@ def measure_recovery(
                     first = now - t0
                 if done >= count and not last:
                     last = now - t0
+                    used = common.process_cpu(recovering.process.pid)
+                    cpu = None if used is None else max(0.0, used - begun["cpu"])
+                    server = common.cpu_seconds_between(server_before, common.server_cpu())
                 if ready is None:
                     ready = recovering.heard("ready")
                 if last and ready is not None:
@@ -1162,7 +1253,7 @@ def measure_recovery(
             observer.verify()
     finally:
         observer.close()
-    return Recovery(count, started["seconds"], ready["ready"] - t0, first, last)
+    return Recovery(count, started["seconds"], ready["ready"] - t0, first, last, cpu, server)
 
 
 def measure_recoveries(
@@ -1182,13 +1273,20 @@ def measure_recoveries(
 
 RECOVERY_HEADER = (
     f"{'side':<10} {'pending':>7} {'start s':>7} {'ready s':>7} {'first s':>7} {'min-max':>11} "
-    f"{'all s':>7} {'min-max':>13} {'wf/s':>6}"
+    f"{'all s':>7} {'min-max':>13} {'wf/s':>6} {'cpu ms/wf':>9} {'server ms/wf':>12}"
 )
+"""The times, and the CPU each recovered workflow took: the recovering process's and the server's."""
 
 
 def span(values: Sequence[float], digits: int) -> str:
     """``min-max``."""
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
+
+
+def per_workflow(seconds: Sequence[float | None], pending: int) -> str:
+    """The median of known CPU seconds as milliseconds per workflow; ``-`` when none is known."""
+    known = [value for value in seconds if value is not None]
+    return f"{1e3 * statistics.median(known) / pending:.2f}" if known else "-"
 
 
 def recovery_rows(result: dict[str, list[Recovery]]) -> Iterator[str]:
@@ -1197,20 +1295,32 @@ def recovery_rows(result: dict[str, list[Recovery]]) -> Iterator[str]:
         first = [r.first for r in recoveries]
         last = [r.last for r in recoveries]
         median = statistics.median(last)
+        pending = recoveries[0].pending
         yield (
-            f"{side:<10} {recoveries[0].pending:>7,} {statistics.median(r.build for r in recoveries):>7.2f} "
+            f"{side:<10} {pending:>7,} {statistics.median(r.build for r in recoveries):>7.2f} "
             f"{statistics.median(r.ready for r in recoveries):>7.2f} {statistics.median(first):>7.2f} "
-            f"{span(first, 2):>11} {median:>7.2f} {span(last, 2):>13} {recoveries[0].pending / median:>6,.0f}"
+            f"{span(first, 2):>11} {median:>7.2f} {span(last, 2):>13} {pending / median:>6,.0f} "
+            f"{per_workflow([r.cpu for r in recoveries], pending):>9} "
+            f"{per_workflow([r.server for r in recoveries], pending):>12}"
         )
 
 
 def recovery_ratio_rows(result: dict[str, list[Recovery]]) -> Iterator[str]:
-    """DBOS's times over incarnate's: above 1 when incarnate is faster."""
+    """DBOS's times over incarnate's: above 1 when incarnate is faster; then its CPU over ours, if known."""
     ours, theirs = result["incarnate"], result["dbos"]
     shown = common.compare([r.last for r in theirs], [r.last for r in ours], RECOVERY_ALL_TARGET)
     yield ratio_row("DBOS / incarnate, time to all completed", shown)
     shown = common.compare([r.first for r in theirs], [r.first for r in ours], RECOVERY_FIRST_TARGET)
     yield ratio_row("DBOS / incarnate, time to first completed", shown)
+    both = (*ours, *theirs)
+    if all(r.cpu is not None for r in both):
+        server = all(r.server is not None for r in both)
+
+        def total(r: Recovery) -> float:
+            return (r.cpu or 0.0) + ((r.server or 0.0) if server else 0.0)
+
+        shown = common.compare([total(r) for r in theirs], [total(r) for r in ours], None)
+        yield ratio_row(f"DBOS / incarnate, CPU per wf{' (+server)' if server else ''}", shown)
 
 
 # ------------------------------------------------------------ throughput
@@ -1348,8 +1458,8 @@ def throughput_target_rows(result: tuple[str, dict[int, list[Throughput]]]) -> I
 class Results:
     """What each store measured, by workload."""
 
-    serial: dict[str, dict[str, list[float]]] = attrs.Factory(dict)
-    inflight: dict[str, dict[str, list[float]]] = attrs.Factory(dict)
+    serial: dict[str, dict[str, list[Run]]] = attrs.Factory(dict)
+    inflight: dict[str, dict[str, list[Run]]] = attrs.Factory(dict)
     recovery: dict[str, dict[str, list[Recovery]]] = attrs.Factory(dict)
     throughput: dict[str, dict[int, list[Throughput]]] = attrs.Factory(dict)
 

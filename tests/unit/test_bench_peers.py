@@ -6,6 +6,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,17 +65,48 @@ def test_shares_split_the_counters_between_processes() -> None:
     assert peers.shares(7, 3) == [3, 2, 2]
 
 
+def rate_runs(*rates: float, cpu: float = 1.0, server: float | None = None) -> list[peers.Run]:
+    return [peers.Run(rate, cpu, server) for rate in rates]
+
+
 def test_rate_and_ratio_rows() -> None:
-    rates = {"incarnate": [100.0, 120.0, 110.0], "dbos": [50.0, 60.0, 55.0]}
+    rates = {
+        "incarnate": rate_runs(100.0, 120.0, 110.0, cpu=2.0, server=0.5),
+        "dbos": rate_runs(50.0, 60.0, 55.0, cpu=9.0, server=3.5),
+    }
     rows = list(peers.rate_rows(200)(rates))
-    assert rows[0].split()[:3] == ["incarnate", "200", "110.0"]
+    assert rows[0].split() == ["incarnate", "200", "110.0", "9.09", "100.0", "120.0", "18%", "2.00", "0.50"]
     assert rows[1].split()[:4] == ["dbos", "200", "55.0", "18.18"]
-    (ratio,) = peers.rate_ratio_rows("serial")(("postgres", rates))
+    assert rows[1].split()[-2:] == ["9.00", "3.50"]
+    ratio, cpu = peers.rate_ratio_rows("serial")(("postgres", rates))
     assert "2.00x" in ratio and ">= 2x" in ratio and ratio.rstrip().endswith(" met")
-    (ratio,) = peers.rate_ratio_rows("serial")(("sqlite", rates))
+    assert cpu.startswith("DBOS / incarnate, CPU per wf (+server)")
+    assert cpu.split()[-4:] == ["5.00x", "5.00-5.00x", "-", "-"]  # (9 + 3.5) / (2 + 0.5), no target
+    (ratio, _) = peers.rate_ratio_rows("serial")(("sqlite", rates))
     assert ">= 3x" in ratio and ratio.rstrip().endswith("not met")
-    (ratio,) = peers.rate_ratio_rows("inflight")(("postgres", rates))
+    (ratio, _) = peers.rate_ratio_rows("inflight")(("postgres", rates))
     assert ">= 5x" in ratio and ratio.rstrip().endswith("not met")
+
+
+def test_without_a_server_reading_the_cpu_is_the_process_alone() -> None:
+    rates = {"incarnate": rate_runs(10.0, cpu=2.0), "dbos": rate_runs(5.0, cpu=7.0)}
+    incarnate, _ = peers.rate_rows(10)(rates)
+    assert incarnate.split()[-2:] == ["2.00", "-"]
+    _, cpu = peers.rate_ratio_rows("serial")(("sqlite", rates))
+    assert "(+server)" not in cpu and "3.50x" in cpu
+
+
+def test_the_meter_sums_its_spans_wall_time_and_process_cpu() -> None:
+    meter = peers.Meter(peers.Place("sqlite", "sqlite:///unused.db"))
+    for _ in range(2):
+        with meter.span():
+            deadline = time.process_time() + 0.02
+            while time.process_time() < deadline:  # bounded: 20 ms of CPU
+                pass
+    said = meter.said(4)
+    assert said["count"] == 4 and said["server"] is None
+    assert said["cpu"] >= 0.04 and said["seconds"] >= 0.04
+    assert peers.Meter(peers.Place("postgres", "postgresql://unused")).said(1)["server"] == 0.0
 
 
 def test_recovery_ratios_put_dbos_over_incarnate() -> None:
@@ -90,6 +122,32 @@ def test_recovery_ratios_put_dbos_over_incarnate() -> None:
     total, first = peers.recovery_ratio_rows(result)
     assert "6.00x" in total and total.endswith("met") and ">= 5x" in total
     assert "5.40x" in first and ">= 2x" in first
+    assert rows[0].split()[-2:] == ["-", "-"]  # no CPU reading, no CPU ratio
+
+
+def test_recovery_rows_show_the_cpu_per_recovered_workflow_and_its_ratio() -> None:
+    def recovery(cpu: float, server: float | None) -> peers.Recovery:
+        return peers.Recovery(1_000, 1.0, 0.5, 0.2, 2.0, cpu=cpu, server=server)
+
+    result = {"incarnate": [recovery(1.5, 0.5), recovery(2.5, 0.5)], "dbos": [recovery(12.0, 4.0)] * 2}
+    ours, theirs = peers.recovery_rows(result)
+    assert ours.split()[-2:] == ["2.00", "0.50"] and theirs.split()[-2:] == ["12.00", "4.00"]
+    *_, cpu = peers.recovery_ratio_rows(result)
+    assert cpu.split()[:8] == ["DBOS", "/", "incarnate,", "CPU", "per", "wf", "(+server)", "6.40x"]
+    result["dbos"] = [recovery(12.0, None)] * 2  # a server not seen: the processes alone
+    *_, cpu = peers.recovery_ratio_rows(result)
+    assert "(+server)" not in cpu and "6.00x" in cpu
+
+
+def test_process_cpu_is_read_from_proc() -> None:
+    if not Path(f"/proc/{os.getpid()}/stat").exists():
+        pytest.skip("no /proc on this system")
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:  # bounded: 50 ms of CPU
+        pass
+    used = common.process_cpu(os.getpid())
+    assert used is not None and used >= 0.03  # clock ticks are coarse
+    assert common.process_cpu(2**22 + 1) is None  # above Linux's largest pid
 
 
 def test_throughput_rows_hold_the_absolute_target_and_the_scaling() -> None:
@@ -151,7 +209,7 @@ def test_server_cpu_is_read_from_proc_for_processes_of_that_name() -> None:
 
 
 def test_tables_print_under_their_headers(capsys: pytest.CaptureFixture[str]) -> None:
-    rates = {"sqlite": {"incarnate": [10.0], "dbos": [5.0]}}
+    rates = {"sqlite": {"incarnate": rate_runs(10.0), "dbos": rate_runs(5.0)}}
     common.print_table(peers.RATES_HEADER, rates, peers.rate_rows(20))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["store", "side", "workflows"]
