@@ -27,13 +27,15 @@ work on both sides:
   threads tick their share of the counters in turn, each tick sent once the
   sender's previous one was committed.
 
-The serial and in-flight tables also show the CPU each workflow took: the
-side's process (every thread, user and system) and, on PostgreSQL, this
-host's server processes, both read over the timed spans only; a ratio of
-DBOS's CPU per workflow over incarnate's follows each rate ratio, without a
-target. One process runs Python on one core at a time, so where a side is
-bound by its own CPU the two ratios agree, and where they differ the rate
-waits on something else (round trips, the other side's threads).
+The serial, in-flight and recovery tables also show the CPU each workflow
+took: the side's process (every thread, user and system) and, on
+PostgreSQL, this host's server processes, both read over the timed spans
+only (for recovery, from the start of recovery until the last workflow
+completed); a ratio of DBOS's CPU per workflow over incarnate's follows
+each time or rate ratio, without a target. One process runs Python on one
+core at a time, so where both sides are bound by their own CPU the two
+ratios agree; where they differ, a side's process waited (on round trips,
+on its own threads) rather than worked.
 
 Every side runs in a process of its own, on a fresh store, started the same
 way, so both start equal (DBOS can be launched once per process). In each
