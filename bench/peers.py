@@ -972,11 +972,6 @@ class Run:
     server: float | None
     """Milliseconds of the local PostgreSQL server's CPU per workflow (None: SQLite, or unknown)."""
 
-    @property
-    def total(self) -> float:
-        """Milliseconds of CPU per workflow, the process's and the server's."""
-        return self.cpu + (self.server or 0.0)
-
 
 def measure_rates(
     backend: Backend, directory: str, workload: str, options: argparse.Namespace
@@ -1043,6 +1038,22 @@ def ratio_row(name: str, shown: common.Comparison) -> str:
     return f"{name:<42} {shown.measured:>8.2f}x {shown.rounds:>13} {shown.wanted:>9}  {shown.verdict}"
 
 
+CpuReading = tuple[float, float | None]
+"""One round's CPU of one side: its process's, and the local server's (None: not read)."""
+
+
+def cpu_ratio_row(ours: Sequence[CpuReading], theirs: Sequence[CpuReading]) -> str:
+    """DBOS's CPU per workflow over incarnate's (no target); the server's in it when every round read it."""
+    server = all(used is not None for _, used in (*ours, *theirs))
+
+    def total(reading: CpuReading) -> float:
+        cpu, used = reading
+        return cpu + ((used or 0.0) if server else 0.0)
+
+    shown = common.compare([total(r) for r in theirs], [total(r) for r in ours], None)
+    return ratio_row(f"DBOS / incarnate, CPU per wf{' (+server)' if server else ''}", shown)
+
+
 def rate_ratio_rows(workload: str) -> Callable[[tuple[str, dict[str, list[Run]]]], Iterator[str]]:
     """incarnate's rate over DBOS's on one store, against that store's target; then DBOS's CPU over ours.
 
@@ -1057,9 +1068,9 @@ def rate_ratio_rows(workload: str) -> Callable[[tuple[str, dict[str, list[Run]]]
         ours, theirs = runs["incarnate"], runs["dbos"]
         shown = common.compare([run.rate for run in ours], [run.rate for run in theirs], target)
         yield ratio_row("incarnate / DBOS, workflows per second", shown)
-        server = all(run.server is not None for run in (*ours, *theirs))
-        cpu = common.compare([run.total for run in theirs], [run.total for run in ours], None)
-        yield ratio_row(f"DBOS / incarnate, CPU per wf{' (+server)' if server else ''}", cpu)
+        yield cpu_ratio_row(
+            [(run.cpu, run.server) for run in ours], [(run.cpu, run.server) for run in theirs]
+        )
 
     return rows
 
@@ -1314,15 +1325,10 @@ def recovery_ratio_rows(result: dict[str, list[Recovery]]) -> Iterator[str]:
     yield ratio_row("DBOS / incarnate, time to all completed", shown)
     shown = common.compare([r.first for r in theirs], [r.first for r in ours], RECOVERY_FIRST_TARGET)
     yield ratio_row("DBOS / incarnate, time to first completed", shown)
-    both = (*ours, *theirs)
-    if all(r.cpu is not None for r in both):
-        server = all(r.server is not None for r in both)
-
-        def total(r: Recovery) -> float:
-            return (r.cpu or 0.0) + ((r.server or 0.0) if server else 0.0)
-
-        shown = common.compare([total(r) for r in theirs], [total(r) for r in ours], None)
-        yield ratio_row(f"DBOS / incarnate, CPU per wf{' (+server)' if server else ''}", shown)
+    if all(r.cpu is not None for r in (*ours, *theirs)):  # (every cpu known: "or 0.0" never applies)
+        yield cpu_ratio_row(
+            [(r.cpu or 0.0, r.server) for r in ours], [(r.cpu or 0.0, r.server) for r in theirs]
+        )
 
 
 # ------------------------------------------------------------ throughput
